@@ -1,0 +1,78 @@
+import { CellError, checkRange } from "./errors.ts";
+import { limits } from "./limits.ts";
+
+/** Where a message goes after its last allowed delivery fails. */
+export type DeadLetterPolicy =
+  /** Into the queue's own dead-letter set, where it can be listed and replayed. */
+  | { kind: "set" }
+  /** Into another queue (cell), moved idempotently by message id. */
+  | { kind: "queue"; queue: string }
+  /** Deleted: a Cloudflare consumer without a dead_letter_queue. */
+  | { kind: "delete" };
+
+export interface QueueConfig {
+  /** Deliveries before a message is dead-lettered (a Worker consumer's max_retries + 1). */
+  maxDeliveries: number;
+  /** How long a lease hides a message when the lease call names no visibility timeout. */
+  visibilityTimeoutSeconds: number;
+  /** Delay applied to a sent message that names none (a producer's delivery_delay). */
+  deliveryDelaySeconds: number;
+  deadLetter: DeadLetterPolicy;
+}
+
+export const defaultQueueConfig: QueueConfig = {
+  maxDeliveries: limits.maxDeliveriesDefault,
+  visibilityTimeoutSeconds: limits.visibilityTimeoutSecondsDefault,
+  deliveryDelaySeconds: 0,
+  deadLetter: { kind: "set" },
+};
+
+/** Fills defaults and checks every bound; the cell trusts what this returns. */
+export function resolveQueueConfig(
+  input: Partial<QueueConfig>,
+  base: QueueConfig = defaultQueueConfig,
+  queueName?: string,
+): QueueConfig {
+  const merged: QueueConfig = { ...base, ...stripUndefined(input) };
+  checkRange("maxDeliveries", merged.maxDeliveries, limits.maxDeliveriesMin, limits.maxDeliveriesMax, {
+    integer: true,
+  });
+  checkRange(
+    "visibilityTimeoutSeconds",
+    merged.visibilityTimeoutSeconds,
+    limits.visibilityTimeoutSecondsMin,
+    limits.visibilityTimeoutSecondsMax,
+    { integer: true, unit: "seconds" },
+  );
+  checkRange("deliveryDelaySeconds", merged.deliveryDelaySeconds, 0, limits.delaySecondsMax, {
+    integer: true,
+    unit: "seconds",
+    code: "ERR_DELAY_OUT_OF_RANGE",
+  });
+  const dl = merged.deadLetter as DeadLetterPolicy | undefined;
+  if (dl === undefined || !["set", "queue", "delete"].includes(dl.kind)) {
+    throw new CellError("ERR_INVALID", `deadLetter.kind must be "set", "queue" or "delete"`, {
+      field: "deadLetter.kind",
+      value: dl?.kind,
+    });
+  }
+  if (dl.kind === "queue") {
+    if (typeof dl.queue !== "string" || dl.queue.length === 0) {
+      throw new CellError("ERR_INVALID", "deadLetter.queue must name a queue", {
+        field: "deadLetter.queue",
+        value: dl.queue,
+      });
+    }
+    if (queueName !== undefined && dl.queue === queueName) {
+      throw new CellError("ERR_INVALID", `queue "${queueName}" cannot be its own dead-letter queue`, {
+        field: "deadLetter.queue",
+        value: dl.queue,
+      });
+    }
+  }
+  return merged;
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,90 @@
+/**
+ * Time as the cell sees it. The cell never reads Date.now or calls setTimeout itself: it is given
+ * a Clock, so every time rule (delays, visibility, long-poll waits, retention) can be tested by
+ * moving a ManualClock instead of sleeping.
+ */
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+  /** Calls `fn` once, no earlier than `atMs`. Returns a function that cancels the call. */
+  schedule(atMs: number, fn: () => void): () => void;
+}
+
+// setTimeout holds at most a signed 32-bit delay; longer waits are re-armed.
+const timerDelayMsMax = 2 ** 31 - 1;
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  schedule(atMs, fn) {
+    let timer: NodeJS.Timeout | undefined;
+    let cancelled = false;
+    const arm = (): void => {
+      const delay = Math.min(Math.max(0, atMs - Date.now()), timerDelayMsMax);
+      timer = setTimeout(() => {
+        if (cancelled) return;
+        if (Date.now() < atMs) arm();
+        else fn();
+      }, delay);
+      // A pending cell timer must not keep a finished process (a CLI, a test) alive.
+      timer.unref();
+    };
+    arm();
+    return () => {
+      cancelled = true;
+      if (timer !== undefined) clearTimeout(timer);
+    };
+  },
+};
+
+interface ManualTimer {
+  atMs: number;
+  order: number;
+  fn: () => void;
+}
+
+/** A clock that moves only when told. Timers fire in time order during advance(). */
+export class ManualClock implements Clock {
+  private nowMs: number;
+  private timers: ManualTimer[] = [];
+  private nextOrder = 0;
+
+  constructor(startMs = Date.UTC(2026, 0, 1)) {
+    this.nowMs = startMs;
+  }
+
+  now(): number {
+    return this.nowMs;
+  }
+
+  schedule(atMs: number, fn: () => void): () => void {
+    const timer: ManualTimer = { atMs, order: this.nextOrder++, fn };
+    this.timers.push(timer);
+    return () => {
+      this.timers = this.timers.filter((t) => t !== timer);
+    };
+  }
+
+  /** Moves time forward by `ms`, firing every timer that falls due on the way, in order. */
+  advance(ms: number): void {
+    if (ms < 0) throw new RangeError(`ManualClock cannot go back (advance ${ms})`);
+    this.advanceTo(this.nowMs + ms);
+  }
+
+  advanceTo(targetMs: number): void {
+    for (;;) {
+      const due = this.timers
+        .filter((t) => t.atMs <= targetMs)
+        .sort((a, b) => a.atMs - b.atMs || a.order - b.order)[0];
+      if (due === undefined) break;
+      this.timers = this.timers.filter((t) => t !== due);
+      this.nowMs = Math.max(this.nowMs, due.atMs);
+      due.fn();
+    }
+    this.nowMs = Math.max(this.nowMs, targetMs);
+  }
+
+  /** Timers not yet fired; a test can assert a cell left nothing behind. */
+  pendingTimers(): number {
+    return this.timers.length;
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Operating errors of a cell: bad input, overload, a closed cell, a failed commit. Each has a
+ * stable code; callers map codes to what their clients see (HTTP status, Cloudflare error text).
+ * Broken invariants are not CellErrors: they are assertions and crash loudly.
+ */
+export type CellErrorCode =
+  | "ERR_MESSAGE_TOO_LARGE"
+  | "ERR_BATCH_TOO_LARGE"
+  | "ERR_BATCH_COUNT"
+  | "ERR_DELAY_OUT_OF_RANGE"
+  | "ERR_OUT_OF_RANGE"
+  | "ERR_INVALID"
+  | "ERR_CELL_OVERLOADED"
+  | "ERR_CELL_CLOSED"
+  | "ERR_STORAGE";
+
+export interface CellErrorDetails {
+  /** The input field at fault, as the caller named it (`messages[3].body`, `delaySeconds`). */
+  field?: string;
+  value?: unknown;
+  /** The bound the value broke, in words and number (`at most 128000 bytes`). */
+  bound?: string;
+  cause?: unknown;
+}
+
+const retryableCodes: ReadonlySet<CellErrorCode> = new Set(["ERR_CELL_OVERLOADED", "ERR_STORAGE"]);
+
+export class CellError extends Error {
+  readonly code: CellErrorCode;
+  readonly field: string | undefined;
+  readonly value: unknown;
+  readonly bound: string | undefined;
+  /** The same call may succeed later; nothing of this call was written. */
+  readonly retryable: boolean;
+
+  constructor(code: CellErrorCode, message: string, details: CellErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = `CellError [${code}]`;
+    this.code = code;
+    this.field = details.field;
+    this.value = details.value;
+    this.bound = details.bound;
+    this.retryable = retryableCodes.has(code);
+  }
+}
+
+export function isCellError(error: unknown, code?: CellErrorCode): error is CellError {
+  return error instanceof CellError && (code === undefined || error.code === code);
+}
+
+/** Refuses a number outside [min, max] (or not an integer, when asked), naming field and bound. */
+export function checkRange(
+  field: string,
+  value: unknown,
+  min: number,
+  max: number,
+  options: { integer?: boolean; unit?: string; code?: CellErrorCode } = {},
+): number {
+  const unit = options.unit === undefined ? "" : ` ${options.unit}`;
+  const bound = `${min} to ${max}${unit}`;
+  const code = options.code ?? "ERR_OUT_OF_RANGE";
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new CellError(code, `${field} must be a number from ${bound}, got ${describe(value)}`, {
+      field,
+      value,
+      bound,
+    });
+  }
+  if (options.integer === true && !Number.isInteger(value)) {
+    throw new CellError(code, `${field} must be a whole number from ${bound}, got ${value}`, {
+      field,
+      value,
+      bound,
+    });
+  }
+  if (value < min || value > max) {
+    throw new CellError(code, `${field} must be from ${bound}, got ${value}`, { field, value, bound });
+  }
+  return value;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (value === null) return "null";
+  return typeof value === "object" ? typeof value : String(value);
+}

@@ -1,0 +1,36 @@
+export { limits, type Limits } from "./limits.ts";
+export { CellError, isCellError, type CellErrorCode, type CellErrorDetails } from "./errors.ts";
+export { systemClock, ManualClock, type Clock } from "./clock.ts";
+export { UlidSource, seededRandomFill, newQueueId, type RandomFill } from "./ids.ts";
+export {
+  defaultQueueConfig,
+  resolveQueueConfig,
+  type QueueConfig,
+  type DeadLetterPolicy,
+} from "./cell-config.ts";
+export type { OutgoingMessage, SendOptions } from "./send-input.ts";
+export {
+  QueueCell,
+  type QueueCellOptions,
+  type BacklogMetrics,
+  type SendResult,
+  type LeaseOptions,
+  type LeasedMessage,
+  type LeaseRef,
+  type NackRef,
+  type SettleResult,
+  type CellCounts,
+  type DeadMessage,
+  type ReplayRange,
+} from "./queue-cell.ts";
+export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
+export { SqliteCellStore, type Durability, type SqliteStoreOptions } from "./sqlite-store.ts";
+export {
+  MessageState,
+  type CellStore,
+  type NewMessage,
+  type StoredMessage,
+  type MessageHead,
+  type StoreTotals,
+  type DueTimes,
+} from "./store.ts";

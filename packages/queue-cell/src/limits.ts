@@ -1,0 +1,52 @@
+/**
+ * Every bound celld enforces, in one place. The config schema, the Worker binding, the native API
+ * and the cell import these; nothing else may repeat a number. Units are in the names.
+ *
+ * Cloudflare's figures (developers.cloudflare.com/queues/platform/limits) where Workers meet them;
+ * the native API's figures come from the queue product page.
+ */
+export const limits = {
+  /** One message, encoded body plus attributes. Cloudflare: 128 KB, where 1 KB = 1000 B. */
+  messageBytesMax: 128_000,
+  /** One send call (sendBatch, or one native send request). */
+  batchMessagesMax: 100,
+  /**
+   * All bodies of one send call together. Cloudflare documents 256 KB; Miniflare allows 288,000 as
+   * slack for encoding overhead. celld enforces the documented figure on the encoded bodies, so a
+   * batch that passes here also passes on Cloudflare.
+   */
+  batchBytesMax: 256_000,
+  /** delaySeconds, delivery_delay, retry_delay, nack delay: 24 h since 2026-02-18. */
+  delaySecondsMax: 86_400,
+
+  maxBatchSizeMin: 1,
+  maxBatchSizeMax: 100,
+  maxBatchSizeDefault: 10,
+  batchTimeoutSecondsMax: 60,
+  batchTimeoutSecondsDefault: 5,
+  maxRetriesMax: 100,
+  maxRetriesDefault: 3,
+  maxConcurrencyMin: 1,
+  maxConcurrencyMax: 250,
+  /** A consumer invocation's wall time on Cloudflare; a hung handler's lease runs this long. */
+  consumerWallTimeSecondsDefault: 900,
+
+  /** Producer calls one cell holds between arrival and commit; the next is refused. */
+  producerCallsInFlightMax: 256,
+  /** From when a message entered the queue, in every state. Not configurable. */
+  retentionSeconds: 4 * 86_400,
+
+  leaseMessagesMax: 100,
+  visibilityTimeoutSecondsMin: 1,
+  visibilityTimeoutSecondsDefault: 30,
+  visibilityTimeoutSecondsMax: 12 * 3_600,
+  leaseWaitSecondsMax: 20,
+  maxDeliveriesMin: 1,
+  maxDeliveriesMax: 100,
+  maxDeliveriesDefault: 5,
+
+  /** A content type label (v8, json, text, bytes, or a CloudEvents datacontenttype). */
+  contentTypeCharsMax: 256,
+} as const;
+
+export type Limits = typeof limits;

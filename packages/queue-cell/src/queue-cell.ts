@@ -1,0 +1,624 @@
+import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import { CellError, checkRange } from "./errors.ts";
+import { UlidSource } from "./ids.ts";
+import { LeaseWaiters, type ServeOutcome } from "./lease-waiters.ts";
+import { limits } from "./limits.ts";
+import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
+import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
+import { MessageState, type CellStore, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
+import { WriteLoop } from "./write-loop.ts";
+
+const msPerSecond = 1000;
+const retentionMs = limits.retentionSeconds * msPerSecond;
+// Expired leases are handled in slices so one group never holds an unbounded transaction.
+const expirySliceRows = 1000;
+const moveSliceRows = 100;
+const moveRetryMs = 1000;
+
+export interface QueueCellOptions {
+  /** The queue's name, as errors and dead-letter moves name it. */
+  name: string;
+  /** The SQLite file. Ignored when `store` is given. */
+  path?: string;
+  /** Another storage backend (it must pass the conformance suite). */
+  store?: CellStore;
+  durability?: Durability;
+  clock?: Clock;
+  ids?: UlidSource;
+  /** Settings to apply (and persist) on open; unset ones keep their stored or default values. */
+  config?: Partial<QueueConfig>;
+  /** Finds the cell a `{ kind: "queue" }` dead-letter policy names. */
+  resolveCell?: (queue: string) => Promise<QueueCell>;
+  /** Told about failures of background work (dead-letter moves) that will be retried. */
+  onBackgroundError?: (error: unknown) => void;
+}
+
+export interface BacklogMetrics {
+  /** Ready, delayed and leased messages. */
+  backlogCount: number;
+  backlogBytes: number;
+  /** Entry time of the oldest backlog message, ms; 0 when there is none. */
+  oldestMessageTimestamp: number;
+}
+
+export interface SendResult {
+  ids: string[];
+  metrics: BacklogMetrics;
+}
+
+export interface LeaseOptions {
+  /** Most messages to lease, 1 to 100. */
+  max: number;
+  visibilityTimeoutSeconds?: number;
+  /** Wait up to this long for a message when none is ready, 0 to 20 s. */
+  waitSeconds?: number;
+  /** Ends a wait early (the client went away); the lease then answers empty. */
+  signal?: AbortSignal;
+}
+
+export interface LeasedMessage {
+  id: string;
+  leaseGeneration: number;
+  /** 1 on the first delivery. */
+  deliveries: number;
+  sentAt: number;
+  enqueuedAt: number;
+  leaseExpiresAt: number;
+  contentType: string;
+  attributes: string | null;
+  body: Uint8Array;
+}
+
+export interface LeaseRef {
+  id: string;
+  leaseGeneration: number;
+}
+
+export interface NackRef extends LeaseRef {
+  delaySeconds?: number;
+}
+
+export interface SettleResult {
+  acked: number;
+  /** Returned to ready (now or after their delay). */
+  retried: number;
+  /** Nacked on their last allowed delivery, and so dead-lettered. */
+  deadLettered: number;
+  /** Not applied: another lease has taken the message since, or it is gone. */
+  staleLeases: LeaseRef[];
+}
+
+export interface CellCounts {
+  ready: number;
+  delayed: number;
+  leased: number;
+  dead: number;
+  /** Dead-lettered into another queue, not yet committed there. */
+  movingToDeadLetterQueue: number;
+  backlogBytes: number;
+  /** Entry time of the oldest backlog message, ms, or null. */
+  oldestMessageAt: number | null;
+}
+
+export interface DeadMessage {
+  id: string;
+  /** Cursor for the next page. */
+  seq: number;
+  deadAt: number;
+  deliveries: number;
+  sentAt: number;
+  enqueuedAt: number;
+  contentType: string;
+  attributes: string | null;
+  body: Uint8Array;
+}
+
+export interface ReplayRange {
+  /** Dead-lettered at or after, ms. */
+  fromMs?: number;
+  /** Dead-lettered before, ms. */
+  toMs?: number;
+}
+
+/**
+ * One queue: a durable single-writer store with fenced leases. Every mutation goes through one
+ * write loop that commits concurrent calls together; a promise settles only after its commit.
+ */
+export class QueueCell {
+  readonly name: string;
+  private readonly store: CellStore;
+  private readonly clock: Clock;
+  private readonly ids: UlidSource;
+  private readonly loop: WriteLoop;
+  private readonly waiters: LeaseWaiters;
+  private readonly resolveCell: ((queue: string) => Promise<QueueCell>) | undefined;
+  private readonly onBackgroundError: (error: unknown) => void;
+  private config: QueueConfig;
+  private producerCallsInFlight = 0;
+  /** Time never goes back inside a cell, so entry times rise with seq (retention relies on it). */
+  private lastNowMs: number;
+  private readyChanged = false;
+  private movingAdded = false;
+  private cancelTimer: (() => void) | undefined;
+  private timerAtMs: number | undefined;
+  private mover: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: QueueCellOptions) {
+    this.name = options.name;
+    if (options.store === undefined && options.path === undefined) {
+      throw new TypeError("QueueCell needs a path or a store");
+    }
+    this.store = options.store ?? new SqliteCellStore(options.path!, { durability: options.durability ?? "full" });
+    this.clock = options.clock ?? systemClock;
+    this.ids = options.ids ?? new UlidSource();
+    this.resolveCell = options.resolveCell;
+    this.onBackgroundError = options.onBackgroundError ?? (() => {});
+    const stored = this.store.getMeta("config");
+    const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
+    this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
+    this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
+    this.loop = new WriteLoop({
+      transaction: (fn) => this.store.transaction(fn),
+      now: () => this.now(),
+      beforeGroup: (nowMs) => this.maintain(nowMs),
+      afterCommit: (nowMs) => this.afterCommit(nowMs),
+    });
+    this.waiters = new LeaseWaiters(this.clock);
+    this.store.transaction(() => {
+      this.store.setMeta("config", JSON.stringify(this.config));
+      this.store.setMeta("name", this.name);
+    });
+    this.checkDeadLetterTarget(this.config);
+    // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
+    void this.loop.submit(() => undefined);
+  }
+
+  get queueConfig(): QueueConfig {
+    return this.config;
+  }
+
+  /** Producer calls between arrival and commit. */
+  get inFlight(): number {
+    return this.producerCallsInFlight;
+  }
+
+  /** Sends 1 to 100 messages; resolves with their ids once they are durable. */
+  async send(messages: readonly OutgoingMessage[], options: SendOptions = {}): Promise<SendResult> {
+    this.assertOpen();
+    checkSend(messages, options);
+    if (this.producerCallsInFlight >= limits.producerCallsInFlightMax) {
+      throw new CellError(
+        "ERR_CELL_OVERLOADED",
+        `queue "${this.name}" is busy: ${limits.producerCallsInFlightMax} producer calls are in flight; retry shortly`,
+        { field: "queue", value: this.name, bound: `at most ${limits.producerCallsInFlightMax} calls in flight` },
+      );
+    }
+    this.producerCallsInFlight += 1;
+    try {
+      return await this.loop.submit((nowMs) => {
+        const rows: NewMessage[] = messages.map((m) => {
+          const delay = m.delaySeconds ?? options.delaySeconds ?? this.config.deliveryDelaySeconds;
+          return {
+            id: this.ids.next(nowMs),
+            dueAt: nowMs + delay * msPerSecond,
+            sentAt: m.sentAt ?? nowMs,
+            enqueuedAt: nowMs,
+            contentType: m.contentType,
+            attributes: m.attributes ?? null,
+            body: m.body,
+          };
+        });
+        const ids = this.store.insert(rows);
+        this.readyChanged = true;
+        return { ids, metrics: this.metrics() };
+      });
+    } finally {
+      this.producerCallsInFlight -= 1;
+    }
+  }
+
+  /** Backlog figures as a Worker's send() and metrics() report them. */
+  async backlogMetrics(): Promise<BacklogMetrics> {
+    this.assertOpen();
+    return this.loop.submit(() => this.metrics());
+  }
+
+  /**
+   * Leases up to `max` ready messages. Each lease counts a delivery and takes a new generation.
+   * With `waitSeconds`, an empty queue answers as soon as a message is ready, or empty at the end.
+   */
+  async lease(options: LeaseOptions): Promise<LeasedMessage[]> {
+    this.assertOpen();
+    const max = checkRange("max", options.max, 1, limits.leaseMessagesMax, { integer: true, unit: "messages" });
+    const visibilitySeconds = checkRange(
+      "visibilityTimeoutSeconds",
+      options.visibilityTimeoutSeconds ?? this.config.visibilityTimeoutSeconds,
+      limits.visibilityTimeoutSecondsMin,
+      limits.visibilityTimeoutSecondsMax,
+      { unit: "seconds" },
+    );
+    const waitSeconds = checkRange("waitSeconds", options.waitSeconds ?? 0, 0, limits.leaseWaitSecondsMax, {
+      unit: "seconds",
+    });
+    const visibilityMs = Math.round(visibilitySeconds * msPerSecond);
+    const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
+    if (first.length > 0 || waitSeconds === 0 || options.signal?.aborted === true) return first;
+    const waiting = this.waiters.add({
+      max,
+      visibilityMs,
+      deadlineMs: this.now() + Math.round(waitSeconds * msPerSecond),
+      signal: options.signal,
+    });
+    // A message may have become ready in the group that answered the first attempt, before this
+    // waiter was listed; and a delayed one needs the timer to wake this waiter.
+    const earliest = this.store.earliestReadyDueAt();
+    if (earliest !== null && earliest <= this.now()) void this.serveWaiters();
+    else this.armTimer(this.now());
+    return waiting;
+  }
+
+  async ack(refs: readonly LeaseRef[]): Promise<SettleResult> {
+    return this.settle({ acks: refs });
+  }
+
+  async nack(refs: readonly NackRef[]): Promise<SettleResult> {
+    return this.settle({ nacks: refs });
+  }
+
+  /**
+   * Acks and nacks in one commit. Each names the lease generation it holds; one that no longer
+   * matches is not applied and comes back in `staleLeases`.
+   */
+  async settle(input: { acks?: readonly LeaseRef[]; nacks?: readonly NackRef[] }): Promise<SettleResult> {
+    this.assertOpen();
+    const acks = input.acks ?? [];
+    const nacks = input.nacks ?? [];
+    acks.forEach((ref, i) => checkLeaseRef(`acks[${i}]`, ref));
+    nacks.forEach((ref, i) => {
+      checkLeaseRef(`nacks[${i}]`, ref);
+      if (ref.delaySeconds !== undefined) checkDelay(`nacks[${i}].delaySeconds`, ref.delaySeconds);
+    });
+    return this.loop.submit((nowMs) => {
+      const result: SettleResult = { acked: 0, retried: 0, deadLettered: 0, staleLeases: [] };
+      for (const ref of acks) {
+        const head = this.liveHead(ref);
+        if (head === undefined) result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
+        else {
+          this.store.remove(head);
+          result.acked += 1;
+        }
+      }
+      for (const ref of nacks) {
+        const head = this.liveHead(ref);
+        if (head === undefined) {
+          result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
+        } else if (head.deliveries >= this.config.maxDeliveries) {
+          this.deadLetter(head, nowMs);
+          result.deadLettered += 1;
+        } else {
+          this.store.setState(head, MessageState.ready, nowMs + (ref.delaySeconds ?? 0) * msPerSecond);
+          this.readyChanged = true;
+          result.retried += 1;
+        }
+      }
+      return result;
+    });
+  }
+
+  /** Returns dead-lettered messages to ready with a fresh delivery count. */
+  async replay(range: ReplayRange = {}): Promise<{ replayed: number }> {
+    this.assertOpen();
+    const fromMs = range.fromMs ?? 0;
+    const toMs = range.toMs ?? Number.MAX_SAFE_INTEGER;
+    checkRange("fromMs", fromMs, 0, Number.MAX_SAFE_INTEGER, { integer: true });
+    checkRange("toMs", toMs, fromMs, Number.MAX_SAFE_INTEGER, { integer: true });
+    return this.loop.submit((nowMs) => {
+      let replayed = 0;
+      for (;;) {
+        const heads = this.store.deadInRange(fromMs, toMs, 0, expirySliceRows);
+        for (const head of heads) this.store.resetToReady(head, nowMs);
+        replayed += heads.length;
+        if (heads.length < expirySliceRows) break;
+      }
+      if (replayed > 0) this.readyChanged = true;
+      return { replayed };
+    });
+  }
+
+  /** Deletes the dead-letter set (`dead`) or every message of the queue (`all`). */
+  async purge(scope: "dead" | "all" = "all"): Promise<{ purged: number }> {
+    this.assertOpen();
+    return this.loop.submit(() => {
+      const states =
+        scope === "dead" ? [MessageState.dead] : [MessageState.ready, MessageState.leased, MessageState.dead];
+      return { purged: this.store.purge(states) };
+    });
+  }
+
+  async counts(): Promise<CellCounts> {
+    this.assertOpen();
+    return this.loop.submit((nowMs) => {
+      const totals = this.store.totals();
+      const delayed = this.store.countDelayed(nowMs);
+      return {
+        ready: totals.ready - delayed,
+        delayed,
+        leased: totals.leased,
+        dead: totals.dead,
+        movingToDeadLetterQueue: totals.moving,
+        backlogBytes: totals.backlogBytes,
+        oldestMessageAt: this.store.oldestBacklogEnqueuedAt(),
+      };
+    });
+  }
+
+  /** A page of the dead-letter set, oldest first; pass the last `seq` as `afterSeq` for the next. */
+  async listDead(options: { afterSeq?: number; limit?: number } = {}): Promise<DeadMessage[]> {
+    this.assertOpen();
+    const limit = checkRange("limit", options.limit ?? 100, 1, 1000, { integer: true });
+    const after = options.afterSeq ?? 0;
+    return this.loop.submit(() =>
+      this.store.listByState(MessageState.dead, after, limit).map((m) => ({
+        id: m.id,
+        seq: m.seq,
+        deadAt: m.dueAt,
+        deliveries: m.deliveries,
+        sentAt: m.sentAt,
+        enqueuedAt: m.enqueuedAt,
+        contentType: m.contentType,
+        attributes: m.attributes,
+        body: m.body,
+      })),
+    );
+  }
+
+  /**
+   * When the earliest ready message became (or becomes) leasable, or null when none is ready. A
+   * batching consumer times its batch window from here.
+   */
+  async earliestReadyAt(): Promise<number | null> {
+    this.assertOpen();
+    return this.loop.submit(() => this.store.earliestReadyDueAt());
+  }
+
+  /** Changes settings; they apply to later deliveries and are persisted. */
+  async configure(input: Partial<QueueConfig>): Promise<QueueConfig> {
+    this.assertOpen();
+    const next = resolveQueueConfig(input, this.config, this.name);
+    this.checkDeadLetterTarget(next);
+    return this.loop.submit(() => {
+      this.store.setMeta("config", JSON.stringify(next));
+      this.config = next;
+      return next;
+    });
+  }
+
+  /**
+   * Runs the time-driven work now: lease expiry, retention, serving waiting leases. A timer calls
+   * it in production; a test calls it after moving its clock.
+   */
+  async tick(): Promise<void> {
+    if (this.closed) return;
+    await this.loop.submit((nowMs) => {
+      this.store.sweepReceivedBefore(nowMs - retentionMs);
+      // Delayed messages become ready by the passing of time alone, with no row changed.
+      this.readyChanged = true;
+    });
+  }
+
+  /** Accepts messages dead-lettered by another cell. Idempotent on message id. */
+  async receiveDeadLetters(messages: readonly StoredMessage[]): Promise<number> {
+    this.assertOpen();
+    return this.loop.submit((nowMs) => {
+      const rows: NewMessage[] = messages.map((m) => ({
+        id: m.id,
+        dueAt: nowMs,
+        sentAt: m.sentAt,
+        enqueuedAt: nowMs,
+        contentType: m.contentType,
+        attributes: m.attributes,
+        body: m.body,
+      }));
+      const inserted = this.store.insert(rows, { skipKnownIds: true });
+      if (inserted.length > 0) this.readyChanged = true;
+      return inserted.length;
+    });
+  }
+
+  /** Writes what is queued, answers waiting leases empty, and closes the store. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.waiters.closeAll();
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
+    this.loop.close();
+    await this.mover?.catch(() => undefined);
+    this.store.close();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  // ---- inside the write loop ----
+
+  private now(): number {
+    const now = this.clock.now();
+    if (now > this.lastNowMs) this.lastNowMs = now;
+    return this.lastNowMs;
+  }
+
+  private maintain(nowMs: number): void {
+    for (;;) {
+      const expired = this.store.expiredLeases(nowMs, expirySliceRows);
+      for (const head of expired) {
+        // An expired lease was a delivery that failed.
+        if (head.deliveries >= this.config.maxDeliveries) this.deadLetter(head, nowMs);
+        else {
+          this.store.setState(head, MessageState.ready, head.dueAt);
+          this.readyChanged = true;
+        }
+      }
+      if (expired.length < expirySliceRows) break;
+    }
+    this.store.sweepEnqueuedBefore(nowMs - retentionMs);
+  }
+
+  private leaseNow(nowMs: number, max: number, visibilityMs: number): LeasedMessage[] {
+    return this.store.lease(nowMs, max, nowMs + visibilityMs).map((m) => ({
+      id: m.id,
+      leaseGeneration: m.leaseGeneration,
+      deliveries: m.deliveries,
+      sentAt: m.sentAt,
+      enqueuedAt: m.enqueuedAt,
+      leaseExpiresAt: m.dueAt,
+      contentType: m.contentType,
+      attributes: m.attributes,
+      body: m.body,
+    }));
+  }
+
+  /** The message if `ref` still holds it: present, not dead-lettered, same generation. */
+  private liveHead(ref: LeaseRef): MessageHead | undefined {
+    const head = this.store.head(ref.id);
+    if (head === undefined || head.leaseGeneration !== ref.leaseGeneration) return undefined;
+    if (head.state !== MessageState.leased && head.state !== MessageState.ready) return undefined;
+    return head;
+  }
+
+  private deadLetter(head: MessageHead, nowMs: number): void {
+    const policy = this.config.deadLetter;
+    if (policy.kind === "set") this.store.setState(head, MessageState.dead, nowMs);
+    else if (policy.kind === "delete") this.store.remove(head);
+    else {
+      this.store.setState(head, MessageState.moving, nowMs);
+      this.movingAdded = true;
+    }
+  }
+
+  private metrics(): BacklogMetrics {
+    const totals = this.store.totals();
+    return {
+      backlogCount: totals.ready + totals.leased,
+      backlogBytes: totals.backlogBytes,
+      oldestMessageTimestamp: this.store.oldestBacklogEnqueuedAt() ?? 0,
+    };
+  }
+
+  // ---- after a commit ----
+
+  private afterCommit(nowMs: number): void {
+    if (this.closed) return;
+    if (this.readyChanged && this.waiters.size > 0) {
+      this.readyChanged = false;
+      void this.serveWaiters();
+    }
+    this.readyChanged = false;
+    if (this.movingAdded || (this.mover === undefined && this.store.totals().moving > 0)) {
+      this.movingAdded = false;
+      this.startMover();
+    }
+    this.armTimer(nowMs);
+  }
+
+  private async serveWaiters(): Promise<void> {
+    let outcome: ServeOutcome | undefined;
+    try {
+      await this.loop.submit((nowMs) => {
+        outcome = this.waiters.serve((w) => this.leaseNow(nowMs, w.max, w.visibilityMs));
+      });
+    } catch (error) {
+      outcome?.failed(error);
+      return;
+    }
+    outcome?.committed();
+  }
+
+  /** One timer for the next thing that falls due: a delay, a lease expiry, retention. */
+  private armTimer(nowMs: number): void {
+    const due = this.store.dueTimes(nowMs);
+    const candidates = [
+      this.waiters.size > 0 ? due.nextVisibleAt : null,
+      due.nextLeaseExpiryAt,
+      due.oldestEnqueuedAt === null ? null : due.oldestEnqueuedAt + retentionMs + 1,
+    ].filter((t): t is number => t !== null);
+    const at = candidates.length === 0 ? undefined : Math.max(nowMs + 1, Math.min(...candidates));
+    if (at === this.timerAtMs) return;
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
+    this.timerAtMs = at;
+    if (at === undefined) return;
+    this.cancelTimer = this.clock.schedule(at, () => {
+      this.cancelTimer = undefined;
+      this.timerAtMs = undefined;
+      void this.tick().catch((error: unknown) => this.onBackgroundError(error));
+    });
+  }
+
+  private startMover(): void {
+    if (this.mover !== undefined) return;
+    this.mover = this.moveDeadLetters()
+      .catch((error: unknown) => {
+        this.onBackgroundError(error);
+        if (!this.closed) {
+          this.clock.schedule(this.clock.now() + moveRetryMs, () => {
+            if (!this.closed) this.startMover();
+          });
+        }
+      })
+      .finally(() => {
+        this.mover = undefined;
+      });
+  }
+
+  /** Target first, then source: a crash between the two leaves a row that is moved again, once. */
+  private async moveDeadLetters(): Promise<void> {
+    const policy = this.config.deadLetter;
+    while (!this.closed) {
+      const rows = this.store.listByState(MessageState.moving, 0, moveSliceRows);
+      if (rows.length === 0) return;
+      if (policy.kind !== "queue" || this.resolveCell === undefined) {
+        // The policy changed since these were dead-lettered: keep them in this queue's own set.
+        await this.loop.submit((nowMs) => {
+          for (const row of rows) {
+            const head = this.store.head(row.id);
+            if (head?.state === MessageState.moving) this.store.setState(head, MessageState.dead, nowMs);
+          }
+        });
+        continue;
+      }
+      const target = await this.resolveCell(policy.queue);
+      await target.receiveDeadLetters(rows);
+      await this.loop.submit(() => {
+        for (const row of rows) {
+          const head = this.store.head(row.id);
+          if (head?.state === MessageState.moving) this.store.remove(head);
+        }
+      });
+    }
+  }
+
+  private checkDeadLetterTarget(config: QueueConfig): void {
+    if (config.deadLetter.kind === "queue" && this.resolveCell === undefined) {
+      throw new CellError(
+        "ERR_INVALID",
+        `queue "${this.name}" names dead-letter queue "${config.deadLetter.queue}" but has no way to reach other queues`,
+        { field: "deadLetter.queue", value: config.deadLetter.queue },
+      );
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new CellError("ERR_CELL_CLOSED", `queue "${this.name}" is closed`);
+  }
+}
+
+function checkLeaseRef(field: string, ref: LeaseRef): void {
+  if (ref === null || typeof ref !== "object" || typeof ref.id !== "string" || ref.id.length === 0) {
+    throw new CellError("ERR_INVALID", `${field}.id must name a message`, { field: `${field}.id` });
+  }
+  checkRange(`${field}.leaseGeneration`, ref.leaseGeneration, 1, Number.MAX_SAFE_INTEGER, { integer: true });
+}

@@ -1,0 +1,105 @@
+import { createHash } from "node:crypto";
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import type { QueueConfig } from "./cell-config.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import { UlidSource } from "./ids.ts";
+import { QueueCell } from "./queue-cell.ts";
+import type { Durability } from "./sqlite-store.ts";
+
+export interface CellRegistryOptions {
+  /** Cells live in `<dataDir>/cells/`, one SQLite file each. */
+  dataDir: string;
+  clock?: Clock;
+  durability?: Durability;
+  onBackgroundError?: (error: unknown) => void;
+}
+
+/**
+ * Opens each queue's cell once, lazily, and lets cells find one another for dead-letter moves.
+ * A name maps to a file name that is safe on every filesystem and unique per name.
+ */
+export class CellRegistry {
+  private readonly cells = new Map<string, Promise<QueueCell>>();
+  private readonly dir: string;
+  private readonly clock: Clock;
+  private readonly ids = new UlidSource();
+
+  constructor(private readonly options: CellRegistryOptions) {
+    this.dir = join(options.dataDir, "cells");
+    this.clock = options.clock ?? systemClock;
+    mkdirSync(this.dir, { recursive: true });
+  }
+
+  /** The open cell for `name`, opening (and creating) it on first use. */
+  open(name: string, config?: Partial<QueueConfig>): Promise<QueueCell> {
+    const existing = this.cells.get(name);
+    if (existing !== undefined) {
+      return config === undefined ? existing : existing.then(async (cell) => (await cell.configure(config), cell));
+    }
+    const opening = Promise.resolve().then(
+      () =>
+        new QueueCell({
+          name,
+          path: this.pathOf(name),
+          clock: this.clock,
+          ids: this.ids,
+          durability: this.options.durability ?? "full",
+          config,
+          resolveCell: (queue) => this.open(queue),
+          onBackgroundError: this.options.onBackgroundError,
+        }),
+    );
+    this.cells.set(name, opening);
+    opening.catch(() => this.cells.delete(name));
+    return opening;
+  }
+
+  /** Open cells, by name. */
+  openNames(): string[] {
+    return [...this.cells.keys()];
+  }
+
+  /** Every cell on disk, open or not. */
+  storedNames(): string[] {
+    const names: string[] = [];
+    for (const file of readdirSync(this.dir)) {
+      if (!file.endsWith(".sqlite")) continue;
+      const db = new Database(join(this.dir, file), { readonly: true });
+      try {
+        const row = db.prepare("SELECT value FROM meta WHERE key = 'name'").get() as { value: string } | undefined;
+        if (row !== undefined) names.push(row.value);
+      } catch {
+        // A file another program left here is not a cell.
+      } finally {
+        db.close();
+      }
+    }
+    return names.sort();
+  }
+
+  /** Closes the cell if open and removes its files: every message of the queue is gone. */
+  async drop(name: string): Promise<void> {
+    await this.close(name);
+    const path = this.pathOf(name);
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+  }
+
+  async close(name: string): Promise<void> {
+    const cell = this.cells.get(name);
+    if (cell === undefined) return;
+    this.cells.delete(name);
+    await (await cell.catch(() => undefined))?.close();
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all(this.openNames().map((name) => this.close(name)));
+  }
+
+  pathOf(name: string): string {
+    const slug = name.replace(/[^A-Za-z0-9_-]+/g, "_").slice(-60);
+    const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
+    return join(this.dir, `${slug}-${hash}.sqlite`);
+  }
+}

@@ -1,0 +1,381 @@
+import Database from "better-sqlite3";
+import {
+  MessageState,
+  type CellStore,
+  type DueTimes,
+  type MessageHead,
+  type NewMessage,
+  type StoreTotals,
+  type StoredMessage,
+} from "./store.ts";
+
+/**
+ * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
+ * leaves flushing to the OS; simulations use it where they never crash the machine.
+ */
+export type Durability = "full" | "normal" | "off";
+
+export interface SqliteStoreOptions {
+  durability?: Durability;
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  state INTEGER NOT NULL,
+  due_at INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  lease_generation INTEGER NOT NULL DEFAULT 0,
+  sent_at INTEGER NOT NULL,
+  enqueued_at INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  attributes TEXT,
+  body BLOB NOT NULL
+);
+-- One index serves leasing (ready by visible time), lease expiry, dead-letter time ranges and
+-- the next-due timer, because due_at means the time that matters in each state.
+CREATE INDEX IF NOT EXISTS messages_by_state_due ON messages (state, due_at);
+CREATE TABLE IF NOT EXISTS received (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
+`;
+
+const fullColumns =
+  "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
+const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
+
+interface FullRow {
+  seq: number;
+  id: string;
+  state: MessageState;
+  due_at: number;
+  deliveries: number;
+  lease_generation: number;
+  sent_at: number;
+  enqueued_at: number;
+  bytes: number;
+  content_type: string;
+  attributes: string | null;
+  body: Buffer;
+}
+
+interface HeadRow {
+  seq: number;
+  id: string;
+  state: MessageState;
+  due_at: number;
+  deliveries: number;
+  lease_generation: number;
+  bytes: number;
+}
+
+function toStored(row: FullRow): StoredMessage {
+  return {
+    seq: row.seq,
+    id: row.id,
+    state: row.state,
+    dueAt: row.due_at,
+    deliveries: row.deliveries,
+    leaseGeneration: row.lease_generation,
+    sentAt: row.sent_at,
+    enqueuedAt: row.enqueued_at,
+    bytes: row.bytes,
+    contentType: row.content_type,
+    attributes: row.attributes,
+    body: new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength),
+  };
+}
+
+function toHead(row: HeadRow): MessageHead {
+  return {
+    seq: row.seq,
+    id: row.id,
+    state: row.state,
+    dueAt: row.due_at,
+    deliveries: row.deliveries,
+    leaseGeneration: row.lease_generation,
+    bytes: row.bytes,
+  };
+}
+
+function messageBytes(row: NewMessage): number {
+  return row.body.byteLength + (row.attributes === null ? 0 : Buffer.byteLength(row.attributes));
+}
+
+/** One SQLite file per cell, WAL, one writer. Totals are kept in memory and rebuilt on open. */
+export class SqliteCellStore implements CellStore {
+  private readonly db: Database.Database;
+  private counts: StoreTotals;
+  /** undefined: unknown, recompute; null: no backlog. */
+  private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
+  private readonly stmt;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.db = new Database(path);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma(`synchronous = ${(options.durability ?? "full").toUpperCase()}`);
+    this.db.pragma("foreign_keys = OFF");
+    this.db.exec(schema);
+    const db = this.db;
+    this.stmt = {
+      insert: db.prepare(
+        `INSERT INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+         VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+      ),
+      insertIgnore: db.prepare(
+        `INSERT OR IGNORE INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+         VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      markReceived: db.prepare("INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)"),
+      lease: db.prepare(
+        `UPDATE messages SET state = ${MessageState.leased}, due_at = @expiresAt,
+           deliveries = deliveries + 1, lease_generation = lease_generation + 1
+         WHERE seq IN (SELECT seq FROM messages WHERE state = ${MessageState.ready} AND due_at <= @now
+                       ORDER BY due_at LIMIT @limit)
+         RETURNING ${fullColumns}`,
+      ),
+      head: db.prepare(`SELECT ${headColumns} FROM messages WHERE id = ?`),
+      setState: db.prepare("UPDATE messages SET state = ?, due_at = ? WHERE seq = ?"),
+      resetToReady: db.prepare(
+        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0 WHERE seq = ?`,
+      ),
+      remove: db.prepare("DELETE FROM messages WHERE seq = ?"),
+      expiredLeases: db.prepare(
+        `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
+         ORDER BY due_at LIMIT ?`,
+      ),
+      deadInRange: db.prepare(
+        `SELECT ${headColumns} FROM messages
+         WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to AND seq > @after
+         ORDER BY seq LIMIT @limit`,
+      ),
+      listByState: db.prepare(
+        `SELECT ${fullColumns} FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
+      ),
+      firstYoungerThan: db.prepare("SELECT seq FROM messages WHERE enqueued_at > ? ORDER BY seq LIMIT 1"),
+      sweepBefore: db.prepare(`DELETE FROM messages WHERE seq < ? RETURNING state, bytes`),
+      countDelayed: db.prepare(
+        `SELECT count(*) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
+      ),
+      oldestBacklog: db.prepare(
+        `SELECT seq, enqueued_at FROM messages WHERE state IN (${MessageState.ready}, ${MessageState.leased})
+         ORDER BY seq LIMIT 1`,
+      ),
+      earliestReady: db.prepare(
+        `SELECT due_at FROM messages WHERE state = ${MessageState.ready} ORDER BY due_at LIMIT 1`,
+      ),
+      nextVisible: db.prepare(
+        `SELECT due_at FROM messages WHERE state = ${MessageState.ready} AND due_at > ? ORDER BY due_at LIMIT 1`,
+      ),
+      nextLeaseExpiry: db.prepare(
+        `SELECT due_at FROM messages WHERE state = ${MessageState.leased} ORDER BY due_at LIMIT 1`,
+      ),
+      oldestEnqueued: db.prepare("SELECT enqueued_at FROM messages ORDER BY seq LIMIT 1"),
+      newestEnqueued: db.prepare("SELECT enqueued_at FROM messages ORDER BY seq DESC LIMIT 1"),
+      totals: db.prepare(
+        "SELECT state, count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM messages GROUP BY state",
+      ),
+      getMeta: db.prepare("SELECT value FROM meta WHERE key = ?"),
+      setMeta: db.prepare(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      ),
+      sweepReceived: db.prepare("DELETE FROM received WHERE at <= ?"),
+    };
+    this.counts = this.readTotals();
+  }
+
+  transaction<T>(fn: () => T): T {
+    const saved = { ...this.counts };
+    const savedOldest = this.oldestBacklog;
+    try {
+      return this.db.transaction(fn).immediate();
+    } catch (error) {
+      // The rows rolled back; so must the totals kept beside them.
+      this.counts = saved;
+      this.oldestBacklog = savedOldest;
+      throw error;
+    }
+  }
+
+  insert(rows: readonly NewMessage[], options: { skipKnownIds?: boolean } = {}): string[] {
+    const inserted: string[] = [];
+    for (const row of rows) {
+      const bytes = messageBytes(row);
+      const args = [row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body];
+      if (options.skipKnownIds === true) {
+        // A dead-letter move is retried after a crash; the received table remembers ids that were
+        // already taken in, even once they have been acked and deleted here.
+        if (this.stmt.markReceived.run(row.id, row.enqueuedAt).changes === 0) continue;
+        if (this.stmt.insertIgnore.run(...args).changes === 0) continue;
+      } else {
+        const { seq } = this.stmt.insert.get(...args) as { seq: number };
+        if (this.oldestBacklog === null) this.oldestBacklog = { seq, enqueuedAt: row.enqueuedAt };
+      }
+      if (options.skipKnownIds === true && this.oldestBacklog === null) this.oldestBacklog = undefined;
+      this.counts.ready += 1;
+      this.counts.backlogBytes += bytes;
+      inserted.push(row.id);
+    }
+    return inserted;
+  }
+
+  lease(nowMs: number, limit: number, expiresAtMs: number): StoredMessage[] {
+    const rows = this.stmt.lease.all({ now: nowMs, limit, expiresAt: expiresAtMs }) as FullRow[];
+    this.counts.ready -= rows.length;
+    this.counts.leased += rows.length;
+    return rows.map(toStored).sort((a, b) => a.seq - b.seq);
+  }
+
+  head(id: string): MessageHead | undefined {
+    const row = this.stmt.head.get(id) as HeadRow | undefined;
+    return row === undefined ? undefined : toHead(row);
+  }
+
+  setState(head: MessageHead, state: MessageState, dueAtMs: number): void {
+    this.stmt.setState.run(state, dueAtMs, head.seq);
+    this.leaveState(head);
+    this.enterState(state, head.bytes);
+  }
+
+  resetToReady(head: MessageHead, dueAtMs: number): void {
+    this.stmt.resetToReady.run(dueAtMs, head.seq);
+    this.leaveState(head);
+    this.enterState(MessageState.ready, head.bytes);
+    // A replayed row may be older than the cached oldest backlog row.
+    this.oldestBacklog = undefined;
+  }
+
+  remove(head: MessageHead): void {
+    this.stmt.remove.run(head.seq);
+    this.leaveState(head);
+  }
+
+  expiredLeases(nowMs: number, limit: number): MessageHead[] {
+    return (this.stmt.expiredLeases.all(nowMs, limit) as HeadRow[]).map(toHead);
+  }
+
+  deadInRange(fromMs: number, toMs: number, afterSeq: number, limit: number): MessageHead[] {
+    return (this.stmt.deadInRange.all({ from: fromMs, to: toMs, after: afterSeq, limit }) as HeadRow[]).map(toHead);
+  }
+
+  listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[] {
+    return (this.stmt.listByState.all(state, afterSeq, limit) as FullRow[]).map(toStored);
+  }
+
+  sweepEnqueuedBefore(cutoffMs: number): number {
+    // Entry times rise with seq (the cell never lets them go back), so the expired rows are a
+    // prefix: find its end with one index walk instead of scanning the table.
+    const first = this.stmt.firstYoungerThan.get(cutoffMs) as { seq: number } | undefined;
+    const end = first === undefined ? Number.MAX_SAFE_INTEGER : first.seq;
+    const removed = this.stmt.sweepBefore.all(end) as Array<{ state: MessageState; bytes: number }>;
+    for (const row of removed) this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 });
+    if (removed.length > 0) this.oldestBacklog = undefined;
+    return removed.length;
+  }
+
+  purge(states: readonly MessageState[]): number {
+    if (states.length === 0) return 0;
+    const list = states.map((s) => Number(s)).join(", ");
+    const removed = this.db
+      .prepare(`DELETE FROM messages WHERE state IN (${list}) RETURNING state, bytes`)
+      .all() as Array<{ state: MessageState; bytes: number }>;
+    for (const row of removed) this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 });
+    if (removed.length > 0) this.oldestBacklog = undefined;
+    return removed.length;
+  }
+
+  totals(): StoreTotals {
+    return { ...this.counts };
+  }
+
+  countDelayed(nowMs: number): number {
+    return (this.stmt.countDelayed.get(nowMs) as { n: number }).n;
+  }
+
+  oldestBacklogEnqueuedAt(): number | null {
+    if (this.oldestBacklog === undefined) {
+      const row = this.stmt.oldestBacklog.get() as { seq: number; enqueued_at: number } | undefined;
+      this.oldestBacklog = row === undefined ? null : { seq: row.seq, enqueuedAt: row.enqueued_at };
+    }
+    return this.oldestBacklog === null ? null : this.oldestBacklog.enqueuedAt;
+  }
+
+  earliestReadyDueAt(): number | null {
+    const row = this.stmt.earliestReady.get() as { due_at: number } | undefined;
+    return row === undefined ? null : row.due_at;
+  }
+
+  dueTimes(nowMs: number): DueTimes {
+    const visible = this.stmt.nextVisible.get(nowMs) as { due_at: number } | undefined;
+    const expiry = this.stmt.nextLeaseExpiry.get() as { due_at: number } | undefined;
+    const oldest = this.stmt.oldestEnqueued.get() as { enqueued_at: number } | undefined;
+    return {
+      nextVisibleAt: visible === undefined ? null : visible.due_at,
+      nextLeaseExpiryAt: expiry === undefined ? null : expiry.due_at,
+      oldestEnqueuedAt: oldest === undefined ? null : oldest.enqueued_at,
+    };
+  }
+
+  newestEnqueuedAt(): number | null {
+    const row = this.stmt.newestEnqueued.get() as { enqueued_at: number } | undefined;
+    return row === undefined ? null : row.enqueued_at;
+  }
+
+  getMeta(key: string): string | undefined {
+    const row = this.stmt.getMeta.get(key) as { value: string } | undefined;
+    return row?.value;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.stmt.setMeta.run(key, value);
+  }
+
+  sweepReceivedBefore(cutoffMs: number): number {
+    return this.stmt.sweepReceived.run(cutoffMs).changes;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  private readTotals(): StoreTotals {
+    const totals: StoreTotals = { ready: 0, leased: 0, dead: 0, moving: 0, backlogBytes: 0 };
+    for (const row of this.stmt.totals.all() as Array<{ state: MessageState; n: number; bytes: number }>) {
+      if (row.state === MessageState.ready) totals.ready = row.n;
+      else if (row.state === MessageState.leased) totals.leased = row.n;
+      else if (row.state === MessageState.dead) totals.dead = row.n;
+      else if (row.state === MessageState.moving) totals.moving = row.n;
+      if (row.state === MessageState.ready || row.state === MessageState.leased) totals.backlogBytes += row.bytes;
+    }
+    return totals;
+  }
+
+  private enterState(state: MessageState, bytes: number): void {
+    this.bump(state, 1, bytes);
+  }
+
+  private leaveState(head: Pick<MessageHead, "state" | "bytes" | "seq">): void {
+    this.bump(head.state, -1, -head.bytes);
+    if (this.oldestBacklog != null && this.oldestBacklog.seq === head.seq) this.oldestBacklog = undefined;
+  }
+
+  private bump(state: MessageState, n: number, bytes: number): void {
+    switch (state) {
+      case MessageState.ready:
+        this.counts.ready += n;
+        this.counts.backlogBytes += bytes;
+        break;
+      case MessageState.leased:
+        this.counts.leased += n;
+        this.counts.backlogBytes += bytes;
+        break;
+      case MessageState.dead:
+        this.counts.dead += n;
+        break;
+      case MessageState.moving:
+        this.counts.moving += n;
+        break;
+    }
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * The storage seam. A cell's rules (fencing, dead-lettering, retention, admission) live in the
+ * cell; a store only keeps rows and answers indexed questions about them. Every mutation runs
+ * inside `transaction`, which the cell's single write loop calls once per group of calls.
+ *
+ * SQLite is the one backend today. A networked backend (PostgreSQL holding cell state behind a
+ * fenced ownership lease) implements the same operations; `test/store-conformance.ts` is the
+ * suite every backend must pass.
+ */
+
+export const MessageState = {
+  /** Waiting; leasable once `dueAt` (its visible time) has passed. */
+  ready: 0,
+  /** Held by a lease until `dueAt` (the lease's expiry). */
+  leased: 1,
+  /** In the queue's own dead-letter set since `dueAt`. */
+  dead: 2,
+  /** Dead-lettered into another queue; the row leaves once the target has committed it. */
+  moving: 3,
+} as const;
+export type MessageState = (typeof MessageState)[keyof typeof MessageState];
+
+export interface NewMessage {
+  id: string;
+  /** When the message may first be leased. */
+  dueAt: number;
+  /** When a producer first sent it; kept across dead-letter moves (a Worker's message.timestamp). */
+  sentAt: number;
+  /** When it entered this queue; retention counts from here. */
+  enqueuedAt: number;
+  contentType: string;
+  /** Opaque metadata (CloudEvent attributes as JSON), or null. */
+  attributes: string | null;
+  body: Uint8Array;
+}
+
+export interface StoredMessage extends NewMessage {
+  seq: number;
+  state: MessageState;
+  deliveries: number;
+  leaseGeneration: number;
+  /** body bytes + attribute bytes, what limits and backlog figures count. */
+  bytes: number;
+}
+
+/** What a fencing decision needs to know about one message. */
+export interface MessageHead {
+  seq: number;
+  id: string;
+  state: MessageState;
+  dueAt: number;
+  deliveries: number;
+  leaseGeneration: number;
+  bytes: number;
+}
+
+export interface StoreTotals {
+  /** Ready rows, whether due or delayed. */
+  ready: number;
+  leased: number;
+  dead: number;
+  moving: number;
+  /** Bytes of ready and leased rows: the backlog. */
+  backlogBytes: number;
+}
+
+export interface DueTimes {
+  /** Earliest visible time of a delayed ready row (after `now`). */
+  nextVisibleAt: number | null;
+  /** Earliest lease expiry. */
+  nextLeaseExpiryAt: number | null;
+  /** Earliest entry time of any row, for the retention sweep. */
+  oldestEnqueuedAt: number | null;
+}
+
+export interface CellStore {
+  /** Runs `fn` atomically; when it returns, its writes are durable. A throw writes nothing. */
+  transaction<T>(fn: () => T): T;
+
+  /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
+  insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
+  /** Leases up to `limit` due ready rows: state leased, dueAt = expiry, deliveries+1, generation+1. */
+  lease(nowMs: number, limit: number, expiresAtMs: number): StoredMessage[];
+  head(id: string): MessageHead | undefined;
+  /** Moves one row to `state` with a new dueAt; `from` is its current state (for the totals). */
+  setState(head: MessageHead, state: MessageState, dueAtMs: number): void;
+  /** Moves a row to ready, resetting its delivery count (replay). */
+  resetToReady(head: MessageHead, dueAtMs: number): void;
+  remove(head: MessageHead): void;
+
+  /** Leased rows whose lease ended at or before `nowMs`, oldest first. */
+  expiredLeases(nowMs: number, limit: number): MessageHead[];
+  /** Dead rows dead-lettered in [fromMs, toMs), oldest first, after `afterSeq`. */
+  deadInRange(fromMs: number, toMs: number, afterSeq: number, limit: number): MessageHead[];
+  listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[];
+
+  /** Deletes every row that entered at or before `cutoffMs`; returns how many. */
+  sweepEnqueuedBefore(cutoffMs: number): number;
+  /** Deletes rows in the given states; returns how many. */
+  purge(states: readonly MessageState[]): number;
+
+  totals(): StoreTotals;
+  /** Ready rows whose visible time is after `nowMs`. */
+  countDelayed(nowMs: number): number;
+  /** Entry time of the oldest ready or leased row. */
+  oldestBacklogEnqueuedAt(): number | null;
+  /** Visible time of the earliest ready row, due or not. */
+  earliestReadyDueAt(): number | null;
+  dueTimes(nowMs: number): DueTimes;
+  /** Entry time of the newest row; the cell's clock never runs behind it. */
+  newestEnqueuedAt(): number | null;
+
+  getMeta(key: string): string | undefined;
+  setMeta(key: string, value: string): void;
+  /** Forgets received ids (dead-letter moves into this cell) older than `cutoffMs`. */
+  sweepReceivedBefore(cutoffMs: number): number;
+
+  close(): void;
+}

@@ -1,0 +1,80 @@
+import { CellError } from "./errors.ts";
+
+/** One call waiting for the next group commit. `run` executes inside the transaction. */
+interface Job {
+  run: (nowMs: number) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+export interface WriteLoopHooks {
+  /** Runs `fn` as one durable transaction (the store's). */
+  transaction: <T>(fn: () => T) => T;
+  /** The group's time; the same for every call in the group. */
+  now: () => number;
+  /** Work due at the start of every group (lease expiry, retention), inside the transaction. */
+  beforeGroup: (nowMs: number) => void;
+  /** After the commit and after every call has been answered. */
+  afterCommit: (nowMs: number) => void;
+}
+
+/**
+ * The cell's single writer. Calls that arrive while a group is being written wait for the next
+ * one; each group is one transaction, so durability costs one fsync per group, not per call.
+ * A call's promise settles only after its group has committed (or failed as a whole).
+ */
+export class WriteLoop {
+  private pending: Job[] = [];
+  private scheduled = false;
+  private closed = false;
+
+  constructor(private readonly hooks: WriteLoopHooks) {}
+
+  submit<T>(run: (nowMs: number) => T): Promise<T> {
+    if (this.closed) return Promise.reject(new CellError("ERR_CELL_CLOSED", "the queue cell is closed"));
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        // setImmediate, not a microtask: I/O callbacks that arrived during the last commit run
+        // first, so their calls join this group.
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  get queued(): number {
+    return this.pending.length;
+  }
+
+  /** Writes everything queued now. Called by the timer and by close(). */
+  flush(): void {
+    this.scheduled = false;
+    const jobs = this.pending;
+    this.pending = [];
+    if (jobs.length === 0) return;
+    const nowMs = this.hooks.now();
+    const results: unknown[] = new Array(jobs.length);
+    try {
+      this.hooks.transaction(() => {
+        this.hooks.beforeGroup(nowMs);
+        for (let i = 0; i < jobs.length; i++) results[i] = jobs[i]!.run(nowMs);
+      });
+    } catch (error) {
+      const failure =
+        error instanceof CellError
+          ? error
+          : new CellError("ERR_STORAGE", `the queue cell could not commit: ${String(error)}`, { cause: error });
+      for (const job of jobs) job.reject(failure);
+      return;
+    }
+    for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+    this.hooks.afterCommit(nowMs);
+  }
+
+  /** Writes what is queued, then refuses further calls. */
+  close(): void {
+    this.flush();
+    this.closed = true;
+  }
+}
