@@ -1,0 +1,231 @@
+import { describe, expect, test } from "vitest";
+import { limits } from "../src/index.ts";
+import { bodies, cellHarness, refs, settle, text } from "./cell-harness.ts";
+
+const dayMs = 86_400_000;
+
+describe("dead-lettering", () => {
+  test("after max deliveries, a nacked message goes to the queue's own dead-letter set", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 2 } });
+    await h.cell.send([text("poison")]);
+    const [one] = await h.cell.lease({ max: 1 });
+    expect(await h.cell.nack(refs([one!]))).toMatchObject({ retried: 1, deadLettered: 0 });
+    const [two] = await h.cell.lease({ max: 1 });
+    expect(two).toMatchObject({ deliveries: 2 });
+    expect(await h.cell.nack(refs([two!]))).toMatchObject({ retried: 0, deadLettered: 1 });
+    expect(await h.cell.lease({ max: 1 })).toEqual([]);
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, leased: 0, dead: 1, backlogBytes: 0 });
+    const [dead] = await h.cell.listDead();
+    expect(dead).toMatchObject({ id: one!.id, deliveries: 2, deadAt: h.clock.now(), contentType: "text" });
+    await h.cell.close();
+  });
+
+  test("an expired lease on the last delivery dead-letters the message", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await h.cell.send([text("slow")]);
+    await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 10 });
+    h.clock.advance(10_000);
+    await settle();
+    expect(await h.cell.counts()).toMatchObject({ leased: 0, dead: 1 });
+    await h.cell.close();
+  });
+
+  test("deliveries never exceed max deliveries, and a message is dead-lettered once", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 3 } });
+    await h.cell.send([text("m")]);
+    let deliveries = 0;
+    for (let i = 0; i < 10; i++) {
+      const leased = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 1 });
+      deliveries += leased.length;
+      h.clock.advance(1_000);
+    }
+    expect(deliveries).toBe(3);
+    expect((await h.cell.counts()).dead).toBe(1);
+    await h.cell.close();
+  });
+
+  test("with the delete policy, the message is removed (a Worker consumer without a dead-letter queue)", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "delete" } } });
+    await h.cell.send([text("gone")]);
+    const leased = await h.cell.lease({ max: 1 });
+    expect(await h.cell.nack(refs(leased))).toMatchObject({ deadLettered: 1 });
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+    await h.cell.close();
+  });
+
+  test("into another queue: same id, body and sent time, a fresh delivery count", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
+    const sentAt = h.clock.now();
+    const [id] = (await h.cell.send([{ ...text("to dlq"), attributes: "{}" }])).ids;
+    h.clock.advance(1_000);
+    const leased = await h.cell.lease({ max: 1 });
+    await h.cell.nack(refs(leased));
+    await settle();
+    const dlq = await h.other("dlq");
+    const [moved] = await dlq.lease({ max: 1 });
+    expect(moved).toMatchObject({ id, sentAt, deliveries: 1, contentType: "text", attributes: "{}" });
+    expect(bodies([moved!])).toEqual(["to dlq"]);
+    expect(await h.cell.counts()).toMatchObject({ dead: 0, movingToDeadLetterQueue: 0 });
+    await h.cell.close();
+    await dlq.close();
+  });
+
+  test("a move repeated after a crash between its two steps neither loses nor duplicates", async () => {
+    const h = cellHarness();
+    const dlq = await h.other("dlq");
+    await h.cell.send([text("once")]);
+    const [m] = await h.cell.lease({ max: 1 });
+    const row = { ...m!, seq: 1, state: 3 as const, dueAt: 0, bytes: 4, attributes: null };
+    // The target committed, the source did not delete: the move runs again.
+    expect(await dlq.receiveDeadLetters([row])).toBe(1);
+    expect(await dlq.receiveDeadLetters([row])).toBe(0);
+    const [leased] = await dlq.lease({ max: 10 });
+    await dlq.ack(refs([leased!]));
+    // Even after the target acked it, a third attempt does not bring it back.
+    expect(await dlq.receiveDeadLetters([row])).toBe(0);
+    expect(await dlq.counts()).toMatchObject({ ready: 0, leased: 0 });
+    await h.cell.close();
+    await dlq.close();
+  });
+
+  test("a move interrupted by closing resumes when the cell opens again", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
+    await h.cell.send([text("a"), text("b")]);
+    const leased = await h.cell.lease({ max: 2 });
+    // Close right after the nack commits, before the mover's first step can run.
+    const nacked = h.cell.nack(refs(leased));
+    await nacked;
+    await h.cell.close();
+    const reopened = h.open("q", { config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
+    await settle();
+    await settle();
+    const dlq = await h.other("dlq");
+    expect(bodies(await dlq.lease({ max: 10 })).sort()).toEqual(["a", "b"]);
+    expect(await reopened.counts()).toMatchObject({ movingToDeadLetterQueue: 0 });
+    await reopened.close();
+    await dlq.close();
+  });
+
+  test("a queue cannot be its own dead-letter queue", () => {
+    const h = cellHarness();
+    expect(() => h.open("self", { config: { deadLetter: { kind: "queue", queue: "self" } } })).toThrow(
+      /cannot be its own dead-letter queue/,
+    );
+  });
+});
+
+describe("replay", () => {
+  async function deadAt(h: ReturnType<typeof cellHarness>, label: string): Promise<void> {
+    await h.cell.send([text(label)]);
+    const leased = await h.cell.lease({ max: 1 });
+    await h.cell.nack(refs(leased));
+  }
+
+  test("returns every dead message to ready with a fresh delivery count and the same id", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await deadAt(h, "a");
+    await deadAt(h, "b");
+    const [deadA] = await h.cell.listDead();
+    expect(await h.cell.replay()).toEqual({ replayed: 2 });
+    const leased = await h.cell.lease({ max: 10 });
+    expect(bodies(leased)).toEqual(["a", "b"]);
+    expect(leased[0]).toMatchObject({ id: deadA!.id, deliveries: 1 });
+    await h.cell.close();
+  });
+
+  test("replays only those dead-lettered in [from, to)", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    const t0 = h.clock.now();
+    await deadAt(h, "t0");
+    h.clock.advance(60_000);
+    await deadAt(h, "t60");
+    h.clock.advance(60_000);
+    await deadAt(h, "t120");
+    expect(await h.cell.replay({ fromMs: t0 + 60_000, toMs: t0 + 120_000 })).toEqual({ replayed: 1 });
+    expect(bodies(await h.cell.lease({ max: 10 }))).toEqual(["t60"]);
+    expect((await h.cell.counts()).dead).toBe(2);
+    await h.cell.close();
+  });
+});
+
+describe("purge and counts", () => {
+  test("purge dead leaves the backlog; purge all empties the queue", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await h.cell.send([text("dead")]);
+    await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+    await h.cell.send([text("ready"), text("delayed", { delaySeconds: 60 })]);
+    expect(await h.cell.purge("dead")).toEqual({ purged: 1 });
+    expect(await h.cell.counts()).toMatchObject({ ready: 1, delayed: 1, dead: 0, backlogBytes: 12 });
+    expect(await h.cell.purge("all")).toEqual({ purged: 2 });
+    expect(await h.cell.counts()).toEqual({
+      ready: 0,
+      delayed: 0,
+      leased: 0,
+      dead: 0,
+      movingToDeadLetterQueue: 0,
+      backlogBytes: 0,
+      oldestMessageAt: null,
+    });
+    await h.cell.close();
+  });
+
+  test("counts are rebuilt exactly after reopening", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    const t0 = h.clock.now();
+    await h.cell.send([text("1"), text("22"), text("333", { delaySeconds: 9 })]);
+    await h.cell.lease({ max: 1 });
+    const before = await h.cell.counts();
+    expect(before).toEqual({
+      ready: 1,
+      delayed: 1,
+      leased: 1,
+      dead: 0,
+      movingToDeadLetterQueue: 0,
+      backlogBytes: 6,
+      oldestMessageAt: t0,
+    });
+    await h.cell.close();
+    const reopened = h.open("q");
+    expect(await reopened.counts()).toEqual(before);
+    await reopened.close();
+  });
+});
+
+describe("retention", () => {
+  test(`every message leaves ${limits.retentionSeconds / 86_400} days after it entered, in every state`, async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await h.cell.send([text("dead")]);
+    await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+    await h.cell.send([text("leased")]);
+    await h.cell.lease({ max: 1, visibilityTimeoutSeconds: limits.visibilityTimeoutSecondsMax });
+    await h.cell.send([text("ready"), text("delayed", { delaySeconds: limits.delaySecondsMax })]);
+    h.clock.advance(dayMs);
+    await h.cell.send([text("younger")]);
+    h.clock.advance(limits.retentionSeconds * 1000 - dayMs);
+    await settle();
+    const counts = await h.cell.counts();
+    expect(counts).toMatchObject({ ready: 1, delayed: 0, leased: 0, dead: 0 });
+    expect(bodies(await h.cell.lease({ max: 10 }))).toEqual(["younger"]);
+    h.clock.advance(dayMs);
+    await settle();
+    expect((await h.cell.counts()).leased).toBe(0);
+    await h.cell.close();
+  });
+
+  test("a message moved into a dead-letter queue is retained from when it entered that queue", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
+    await h.cell.send([text("m")]);
+    h.clock.advance(3 * dayMs);
+    await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+    await settle();
+    const dlq = await h.other("dlq");
+    h.clock.advance(2 * dayMs);
+    await settle();
+    expect((await dlq.counts()).ready).toBe(1);
+    h.clock.advance(2 * dayMs);
+    await settle();
+    expect((await dlq.counts()).ready).toBe(0);
+    await h.cell.close();
+    await dlq.close();
+  });
+});

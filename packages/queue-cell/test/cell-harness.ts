@@ -1,0 +1,108 @@
+import { join } from "node:path";
+import {
+  ManualClock,
+  QueueCell,
+  SqliteCellStore,
+  UlidSource,
+  seededRandomFill,
+  type CellStore,
+  type LeasedMessage,
+  type OutgoingMessage,
+  type QueueCellOptions,
+} from "../src/index.ts";
+import { tempDir } from "./temp-dir.ts";
+
+export const encoder = new TextEncoder();
+export const decoder = new TextDecoder();
+
+export function text(body: string, extra: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return { body: encoder.encode(body), contentType: "text", ...extra };
+}
+
+export function bodies(messages: readonly LeasedMessage[]): string[] {
+  return messages.map((m) => decoder.decode(m.body));
+}
+
+export function refs(messages: readonly LeasedMessage[]): Array<{ id: string; leaseGeneration: number }> {
+  return messages.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration }));
+}
+
+/**
+ * A cell "q" on a fresh file with a manual clock and `options`; open("q") gives the same file a
+ * new cell; other names (dead-letter targets) open with defaults.
+ */
+export function cellHarness(options: Partial<QueueCellOptions> = {}) {
+  const dir = tempDir();
+  const clock = new ManualClock();
+  const ids = new UlidSource(seededRandomFill(7));
+  const others = new Map<string, QueueCell>();
+  const open = (name: string, extra: Partial<QueueCellOptions> = name === "q" ? options : {}): QueueCell =>
+    new QueueCell({
+      name,
+      path: join(dir, `${name}.sqlite`),
+      clock,
+      ids,
+      durability: "off",
+      resolveCell: async (queue) => {
+        let cell = others.get(queue);
+        if (cell === undefined || cell.isClosed) {
+          cell = open(queue);
+          others.set(queue, cell);
+        }
+        return cell;
+      },
+      ...extra,
+    });
+  return {
+    dir,
+    clock,
+    open,
+    cell: open("q"),
+    /** The cell a dead-letter move opened (or opens it). */
+    other: async (name: string): Promise<QueueCell> => {
+      let cell = others.get(name);
+      if (cell === undefined) {
+        cell = open(name);
+        others.set(name, cell);
+      }
+      return cell;
+    },
+  };
+}
+
+/** Counts transactions, and can be told to fail the next one. */
+export class ObservedStore {
+  transactions = 0;
+  failNext = false;
+  constructor(readonly inner: CellStore) {}
+  wrap(): CellStore {
+    return new Proxy(this.inner, {
+      get: (target, key, receiver) => {
+        if (key === "transaction") {
+          return <T>(fn: () => T): T => {
+            this.transactions += 1;
+            return target.transaction(() => {
+              const result = fn();
+              if (this.failNext) {
+                this.failNext = false;
+                throw new Error("disk I/O error (injected)");
+              }
+              return result;
+            });
+          };
+        }
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+}
+
+export function sqliteStore(dir: string, name = "observed"): SqliteCellStore {
+  return new SqliteCellStore(join(dir, `${name}.sqlite`), { durability: "off" });
+}
+
+/** Lets queued timer callbacks and write-loop groups run. */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+}

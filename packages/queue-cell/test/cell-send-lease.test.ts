@@ -1,0 +1,292 @@
+import { describe, expect, test } from "vitest";
+import { QueueCell, isCellError, limits } from "../src/index.ts";
+import { ObservedStore, bodies, cellHarness, refs, settle, sqliteStore, text } from "./cell-harness.ts";
+
+describe("send", () => {
+  test("resolves with ids once committed; the messages survive reopening", async () => {
+    const h = cellHarness();
+    const sent = await h.cell.send([text("a"), text("b")]);
+    expect(sent.ids).toHaveLength(2);
+    expect(new Set(sent.ids).size).toBe(2);
+    expect(sent.metrics).toEqual({ backlogCount: 2, backlogBytes: 2, oldestMessageTimestamp: h.clock.now() });
+    await h.cell.close();
+    const again = h.open("q");
+    const leased = await again.lease({ max: 10 });
+    expect(leased.map((m) => m.id)).toEqual(sent.ids);
+    expect(bodies(leased)).toEqual(["a", "b"]);
+    await again.close();
+  });
+
+  test("a message keeps its id, sent time, content type and attributes on every delivery", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 3 } });
+    const [id] = (await h.cell.send([{ ...text("x"), contentType: "json", attributes: '{"type":"t"}' }])).ids;
+    const sentAt = h.clock.now();
+    for (let delivery = 1; delivery <= 3; delivery++) {
+      h.clock.advance(1000);
+      const [m] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 5 });
+      expect(m).toMatchObject({ id, deliveries: delivery, sentAt, contentType: "json", attributes: '{"type":"t"}' });
+      await h.cell.nack(refs([m!]));
+    }
+    await h.cell.close();
+  });
+
+  test("delays: per message beats per call beats the queue's default", async () => {
+    const h = cellHarness({ config: { deliveryDelaySeconds: 30 } });
+    await h.cell.send([text("default")]);
+    await h.cell.send([text("call")], { delaySeconds: 10 });
+    await h.cell.send([text("message", { delaySeconds: 0 })], { delaySeconds: 10 });
+    const first = await h.cell.lease({ max: 10 });
+    expect(bodies(first)).toEqual(["message"]);
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, delayed: 2, leased: 1 });
+    await h.cell.ack(refs(first));
+    h.clock.advance(9_999);
+    expect(await h.cell.lease({ max: 10 })).toEqual([]);
+    h.clock.advance(1);
+    expect(bodies(await h.cell.lease({ max: 10 }))).toEqual(["call"]);
+    h.clock.advance(20_000);
+    expect(bodies(await h.cell.lease({ max: 10 }))).toEqual(["default"]);
+    await h.cell.close();
+  });
+
+  test("concurrent sends share one commit (group commit)", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "g", store: observed.wrap(), clock: h.clock });
+    await settle();
+    const before = observed.transactions;
+    const results = await Promise.all(
+      Array.from({ length: limits.producerCallsInFlightMax }, (_, i) => cell.send([text(String(i))])),
+    );
+    expect(results).toHaveLength(limits.producerCallsInFlightMax);
+    expect(observed.transactions - before).toBe(1);
+    expect((await cell.counts()).ready).toBe(limits.producerCallsInFlightMax);
+    await cell.close();
+  });
+
+  test("a failed commit rejects every call of its group and writes none of them", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "f", store: observed.wrap(), clock: h.clock });
+    await cell.send([text("kept")]);
+    observed.failNext = true;
+    const failed = await Promise.allSettled([cell.send([text("lost-1")]), cell.send([text("lost-2")])]);
+    for (const r of failed) {
+      expect(r.status).toBe("rejected");
+      expect(isCellError((r as PromiseRejectedResult).reason, "ERR_STORAGE")).toBe(true);
+      expect(((r as PromiseRejectedResult).reason as { retryable: boolean }).retryable).toBe(true);
+    }
+    expect(await cell.counts()).toMatchObject({ ready: 1, backlogBytes: 4 });
+    expect(bodies(await cell.lease({ max: 10 }))).toEqual(["kept"]);
+    await cell.close();
+  });
+});
+
+describe("admission", () => {
+  test(`the call after ${limits.producerCallsInFlightMax} in flight is refused at once and writes nothing`, async () => {
+    const h = cellHarness();
+    const accepted = Array.from({ length: limits.producerCallsInFlightMax }, (_, i) => h.cell.send([text(`m${i}`)]));
+    expect(h.cell.inFlight).toBe(limits.producerCallsInFlightMax);
+    const refused = h.cell.send([text("one too many")]);
+    await expect(refused).rejects.toMatchObject({
+      code: "ERR_CELL_OVERLOADED",
+      retryable: true,
+      bound: `at most ${limits.producerCallsInFlightMax} calls in flight`,
+    });
+    await Promise.all(accepted);
+    expect(h.cell.inFlight).toBe(0);
+    const counts = await h.cell.counts();
+    expect(counts.ready).toBe(limits.producerCallsInFlightMax);
+    // Room again once the group committed.
+    await h.cell.send([text("later")]);
+    await h.cell.close();
+  });
+});
+
+describe("lease", () => {
+  test("a lease hides messages for its visibility timeout; expiry returns them and counts a delivery", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const [first] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    expect(first).toMatchObject({ deliveries: 1, leaseExpiresAt: h.clock.now() + 30_000 });
+    expect(await h.cell.lease({ max: 1 })).toEqual([]);
+    h.clock.advance(29_999);
+    expect(await h.cell.lease({ max: 1 })).toEqual([]);
+    h.clock.advance(1);
+    const [second] = await h.cell.lease({ max: 1 });
+    expect(second).toMatchObject({ id: first!.id, deliveries: 2 });
+    expect(second!.leaseGeneration).toBeGreaterThan(first!.leaseGeneration);
+    await h.cell.close();
+  });
+
+  test("the queue's visibility timeout is the default", async () => {
+    const h = cellHarness({ config: { visibilityTimeoutSeconds: 5 } });
+    await h.cell.send([text("a")]);
+    const [m] = await h.cell.lease({ max: 1 });
+    expect(m!.leaseExpiresAt - h.clock.now()).toBe(5_000);
+    await h.cell.close();
+  });
+
+  test("leases at most max messages, the earliest visible first", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("late", { delaySeconds: 1 })]);
+    await h.cell.send(Array.from({ length: 5 }, (_, i) => text(`m${i}`)));
+    expect(bodies(await h.cell.lease({ max: 3 }))).toEqual(["m0", "m1", "m2"]);
+    h.clock.advance(1000);
+    // A batch comes back in arrival order; which messages it holds follows visible time.
+    expect(bodies(await h.cell.lease({ max: 3 }))).toEqual(["late", "m3", "m4"]);
+    await h.cell.close();
+  });
+
+  test("ack removes; nack returns at once or after its delay", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("acked"), text("nacked"), text("nacked-later")]);
+    const leased = await h.cell.lease({ max: 3 });
+    const result = await h.cell.settle({
+      acks: refs([leased[0]!]),
+      nacks: [refs([leased[1]!])[0]!, { ...refs([leased[2]!])[0]!, delaySeconds: 60 }],
+    });
+    expect(result).toEqual({ acked: 1, retried: 2, deadLettered: 0, staleLeases: [] });
+    const again = await h.cell.lease({ max: 10 });
+    expect(bodies(again)).toEqual(["nacked"]);
+    expect(await h.cell.counts()).toMatchObject({ delayed: 1, leased: 1 });
+    await h.cell.ack(refs(again));
+    h.clock.advance(60_000);
+    const [later] = await h.cell.lease({ max: 10 });
+    expect(later).toMatchObject({ deliveries: 2 });
+    await h.cell.close();
+  });
+});
+
+describe("fencing", () => {
+  test("an ack or nack from an expired lease is stale once another lease took the message", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const [slow] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 10 });
+    h.clock.advance(10_000);
+    const [fast] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 10 });
+    const staleAck = await h.cell.ack(refs([slow!]));
+    expect(staleAck).toEqual({
+      acked: 0,
+      retried: 0,
+      deadLettered: 0,
+      staleLeases: [{ id: slow!.id, leaseGeneration: slow!.leaseGeneration }],
+    });
+    const staleNack = await h.cell.nack(refs([slow!]));
+    expect(staleNack.staleLeases).toHaveLength(1);
+    expect(await h.cell.counts()).toMatchObject({ leased: 1 });
+    expect(await h.cell.ack(refs([fast!]))).toMatchObject({ acked: 1, staleLeases: [] });
+    expect(await h.cell.ack(refs([fast!]))).toMatchObject({ acked: 0, staleLeases: refs([fast!]) });
+    await h.cell.close();
+  });
+
+  test("a late ack still applies when no other lease took the message", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const [m] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 1 });
+    h.clock.advance(5_000);
+    expect(await h.cell.ack(refs([m!]))).toMatchObject({ acked: 1 });
+    expect((await h.cell.counts()).ready).toBe(0);
+    await h.cell.close();
+  });
+
+  test("lease generations are persisted: after reopening, a pre-restart lease stays stale", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const [before] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 1 });
+    await h.cell.close();
+    h.clock.advance(1_000);
+    const reopened = h.open("q");
+    const [after] = await reopened.lease({ max: 1 });
+    expect(after!.leaseGeneration).toBeGreaterThan(before!.leaseGeneration);
+    expect((await reopened.ack(refs([before!]))).staleLeases).toHaveLength(1);
+    expect((await reopened.ack(refs([after!]))).acked).toBe(1);
+    await reopened.close();
+  });
+
+  test("unknown ids are stale, not errors", async () => {
+    const h = cellHarness();
+    expect(await h.cell.ack([{ id: "nope", leaseGeneration: 1 }])).toMatchObject({
+      staleLeases: [{ id: "nope", leaseGeneration: 1 }],
+    });
+    await h.cell.close();
+  });
+});
+
+describe("long-poll wait", () => {
+  test("answers as soon as a message is sent", async () => {
+    const h = cellHarness();
+    const waiting = h.cell.lease({ max: 5, waitSeconds: 20 });
+    await settle();
+    await h.cell.send([text("now")]);
+    expect(bodies(await waiting)).toEqual(["now"]);
+    await h.cell.close();
+  });
+
+  test("answers empty at the end of the wait", async () => {
+    const h = cellHarness();
+    let answer: unknown;
+    const waiting = h.cell.lease({ max: 5, waitSeconds: 20 }).then((m) => (answer = m));
+    await settle();
+    h.clock.advance(19_999);
+    await settle();
+    expect(answer).toBeUndefined();
+    h.clock.advance(1);
+    await waiting;
+    expect(answer).toEqual([]);
+    await h.cell.close();
+  });
+
+  test("wakes when a delayed message becomes visible", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("soon", { delaySeconds: 5 })]);
+    const waiting = h.cell.lease({ max: 5, waitSeconds: 20 });
+    await settle();
+    h.clock.advance(5_000);
+    expect(bodies(await waiting)).toEqual(["soon"]);
+    await h.cell.close();
+  });
+
+  test("wakes when a lease expires and returns its message", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("again")]);
+    await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 3 });
+    const waiting = h.cell.lease({ max: 5, waitSeconds: 20 });
+    await settle();
+    h.clock.advance(3_000);
+    const [m] = await waiting;
+    expect(m).toMatchObject({ deliveries: 2 });
+    await h.cell.close();
+  });
+
+  test("an aborted wait answers empty and leases nothing", async () => {
+    const h = cellHarness();
+    const controller = new AbortController();
+    const waiting = h.cell.lease({ max: 5, waitSeconds: 20, signal: controller.signal });
+    await settle();
+    controller.abort();
+    expect(await waiting).toEqual([]);
+    await h.cell.send([text("for someone else")]);
+    expect(bodies(await h.cell.lease({ max: 5 }))).toEqual(["for someone else"]);
+    await h.cell.close();
+  });
+
+  test("waiters are served in arrival order and share what arrives", async () => {
+    const h = cellHarness();
+    const first = h.cell.lease({ max: 2, waitSeconds: 20 });
+    const second = h.cell.lease({ max: 2, waitSeconds: 20 });
+    await settle();
+    await h.cell.send([text("a"), text("b"), text("c")]);
+    expect(bodies(await first)).toEqual(["a", "b"]);
+    expect(bodies(await second)).toEqual(["c"]);
+    await h.cell.close();
+  });
+
+  test("closing the cell answers waiters empty", async () => {
+    const h = cellHarness();
+    const waiting = h.cell.lease({ max: 1, waitSeconds: 20 });
+    await settle();
+    await h.cell.close();
+    expect(await waiting).toEqual([]);
+    await expect(h.cell.send([text("x")])).rejects.toMatchObject({ code: "ERR_CELL_CLOSED" });
+  });
+});
