@@ -1,0 +1,44 @@
+/**
+ * Child process of the crash test: sends, leases and acks on one cell as fast as it can, printing
+ * "sent <id>" after each send resolved and "acked <id>" after each ack resolved. The parent kills
+ * "acking <ids>" before each ack. The parent kills
+ * it with SIGKILL at a random moment and checks the file against what was printed.
+ */
+import { QueueCell } from "../src/index.ts";
+
+const path = process.argv[2]!;
+const cell = new QueueCell({ name: "crash", path, durability: "full" });
+const out = (line: string): void => {
+  // Synchronous write: a line printed is a line the parent will read, even if we die next.
+  process.stdout.write(`${line}\n`);
+};
+
+async function producer(worker: number): Promise<void> {
+  for (let i = 0; ; i++) {
+    const n = 1 + ((worker + i) % 7);
+    const messages = Array.from({ length: n }, () => ({ body: new Uint8Array(64 + (i % 200)), contentType: "bytes" }));
+    const sent = await cell.send(messages);
+    out(`sent ${sent.ids.join(" ")}`);
+  }
+}
+
+async function consumer(): Promise<void> {
+  for (;;) {
+    const leased = await cell.lease({ max: 10, visibilityTimeoutSeconds: 600 });
+    if (leased.length === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      continue;
+    }
+    // Announced before the ack: once the ack commits they may be gone, printed or not.
+    out(`acking ${leased.map((m) => m.id).join(" ")}`);
+    const result = await cell.ack(leased.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration })));
+    if (result.staleLeases.length > 0) throw new Error("a fresh lease came back stale");
+    out(`acked ${leased.map((m) => m.id).join(" ")}`);
+  }
+}
+
+out("ready");
+void Promise.all([...Array.from({ length: 16 }, (_, w) => producer(w)), consumer()]).catch((error: unknown) => {
+  process.stderr.write(`${String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,148 @@
+import { describe, expect, test } from "vitest";
+import { MessageState, type CellStore, type NewMessage } from "../src/index.ts";
+import { tempDir } from "./temp-dir.ts";
+
+/**
+ * What every storage backend must do. A backend's test file calls this with a factory that opens
+ * (or reopens) its store for a directory; `reopen` must see everything committed before.
+ */
+export function describeStoreConformance(backend: string, openStore: (dir: string) => CellStore): void {
+  const row = (id: string, extra: Partial<NewMessage> = {}): NewMessage => ({
+    id,
+    dueAt: 1_000,
+    sentAt: 900,
+    enqueuedAt: 1_000,
+    contentType: "text",
+    attributes: null,
+    body: new TextEncoder().encode(id),
+    ...extra,
+  });
+  const fresh = (): { store: CellStore; dir: string } => {
+    const dir = tempDir("celld-store-");
+    return { store: openStore(dir), dir };
+  };
+
+  describe(`store conformance: ${backend}`, () => {
+    test("insert keeps every field and counts ready rows and bytes", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("a"), row("bb", { attributes: '{"k":1}' })]));
+      expect(store.totals()).toEqual({ ready: 2, leased: 0, dead: 0, moving: 0, backlogBytes: 1 + 2 + 7 });
+      const [a, b] = store.listByState(MessageState.ready, 0, 10);
+      expect(a).toMatchObject({ id: "a", state: MessageState.ready, deliveries: 0, leaseGeneration: 0, sentAt: 900 });
+      expect(b).toMatchObject({ id: "bb", attributes: '{"k":1}', bytes: 9 });
+      expect(new TextDecoder().decode(b!.body)).toBe("bb");
+      store.close();
+    });
+
+    test("lease takes due ready rows by visible time, bumping deliveries and generation", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("late", { dueAt: 3_000 }), row("x", { dueAt: 2_000 }), row("y")]));
+      const leased = store.transaction(() => store.lease(2_000, 1, 9_000));
+      expect(leased.map((m) => m.id)).toEqual(["y"]);
+      expect(leased[0]).toMatchObject({ state: MessageState.leased, dueAt: 9_000, deliveries: 1, leaseGeneration: 1 });
+      expect(store.transaction(() => store.lease(2_000, 10, 9_000)).map((m) => m.id)).toEqual(["x"]);
+      expect(store.totals()).toMatchObject({ ready: 1, leased: 2 });
+      store.close();
+    });
+
+    test("state moves keep the totals right", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("a"), row("b"), row("c")]));
+      store.transaction(() => {
+        store.setState(store.head("a")!, MessageState.dead, 5_000);
+        store.setState(store.head("b")!, MessageState.moving, 5_000);
+        store.remove(store.head("c")!);
+      });
+      expect(store.totals()).toEqual({ ready: 0, leased: 0, dead: 1, moving: 1, backlogBytes: 0 });
+      store.transaction(() => store.resetToReady(store.head("a")!, 6_000));
+      expect(store.head("a")).toMatchObject({ state: MessageState.ready, dueAt: 6_000, deliveries: 0 });
+      expect(store.totals()).toMatchObject({ ready: 1, dead: 0, backlogBytes: 1 });
+      store.close();
+    });
+
+    test("a transaction that throws writes nothing and leaves the totals as they were", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("kept")]));
+      expect(() =>
+        store.transaction(() => {
+          store.insert([row("lost")]);
+          store.remove(store.head("kept")!);
+          throw new Error("boom");
+        }),
+      ).toThrow("boom");
+      expect(store.head("lost")).toBeUndefined();
+      expect(store.head("kept")).toBeDefined();
+      expect(store.totals()).toMatchObject({ ready: 1, backlogBytes: 4 });
+      expect(store.oldestBacklogEnqueuedAt()).toBe(1_000);
+      store.close();
+    });
+
+    test("expired leases, dead ranges and due times come from the index", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("a"), row("b"), row("d1"), row("d2"), row("later", { dueAt: 7_000 })]));
+      store.transaction(() => {
+        store.lease(1_000, 2, 4_000);
+        store.setState(store.head("d1")!, MessageState.dead, 100);
+        store.setState(store.head("d2")!, MessageState.dead, 200);
+      });
+      expect(store.expiredLeases(3_999, 10)).toEqual([]);
+      expect(store.expiredLeases(4_000, 10).map((h) => h.id)).toEqual(["a", "b"]);
+      expect(store.deadInRange(100, 200, 0, 10).map((h) => h.id)).toEqual(["d1"]);
+      expect(store.deadInRange(0, 1_000, 0, 10).map((h) => h.id)).toEqual(["d1", "d2"]);
+      expect(store.dueTimes(1_000)).toEqual({ nextVisibleAt: 7_000, nextLeaseExpiryAt: 4_000, oldestEnqueuedAt: 1_000 });
+      expect(store.countDelayed(1_000)).toBe(1);
+      expect(store.earliestReadyDueAt()).toBe(7_000);
+      store.close();
+    });
+
+    test("the retention sweep removes exactly the rows that entered at or before the cutoff", () => {
+      const { store } = fresh();
+      store.transaction(() =>
+        store.insert([row("t1", { enqueuedAt: 1 }), row("t2", { enqueuedAt: 2 }), row("t3", { enqueuedAt: 3 })]),
+      );
+      store.transaction(() => store.setState(store.head("t1")!, MessageState.dead, 5));
+      expect(store.transaction(() => store.sweepEnqueuedBefore(2))).toBe(2);
+      expect(store.listByState(MessageState.ready, 0, 10).map((m) => m.id)).toEqual(["t3"]);
+      expect(store.totals()).toEqual({ ready: 1, leased: 0, dead: 0, moving: 0, backlogBytes: 2 });
+      expect(store.oldestBacklogEnqueuedAt()).toBe(3);
+      expect(store.newestEnqueuedAt()).toBe(3);
+      store.close();
+    });
+
+    test("skipKnownIds takes an id once, even after it was removed", () => {
+      const { store } = fresh();
+      expect(store.transaction(() => store.insert([row("m")], { skipKnownIds: true }))).toEqual(["m"]);
+      expect(store.transaction(() => store.insert([row("m")], { skipKnownIds: true }))).toEqual([]);
+      store.transaction(() => store.remove(store.head("m")!));
+      expect(store.transaction(() => store.insert([row("m")], { skipKnownIds: true }))).toEqual([]);
+      expect(store.transaction(() => store.sweepReceivedBefore(1_000))).toBe(1);
+      expect(store.transaction(() => store.insert([row("m")], { skipKnownIds: true }))).toEqual(["m"]);
+      store.close();
+    });
+
+    test("purge removes the named states only", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("a"), row("b")]));
+      store.transaction(() => store.setState(store.head("a")!, MessageState.dead, 1));
+      expect(store.transaction(() => store.purge([MessageState.dead]))).toBe(1);
+      expect(store.totals()).toMatchObject({ ready: 1, dead: 0 });
+      store.close();
+    });
+
+    test("everything committed is there after reopening: rows, generations, totals, meta", () => {
+      const { store, dir } = fresh();
+      store.transaction(() => {
+        store.insert([row("a"), row("b")]);
+        store.setMeta("config", "{}");
+      });
+      store.transaction(() => store.lease(1_000, 1, 5_000));
+      const totals = store.totals();
+      store.close();
+      const again = openStore(dir);
+      expect(again.totals()).toEqual(totals);
+      expect(again.head("a")).toMatchObject({ state: MessageState.leased, leaseGeneration: 1, deliveries: 1 });
+      expect(again.getMeta("config")).toBe("{}");
+      again.close();
+    });
+  });
+}
