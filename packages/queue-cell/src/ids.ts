@@ -7,36 +7,73 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const randomChars = 16;
 
 /**
- * ULIDs: 10 characters of millisecond time, then 16 of randomness (80 bits). They sort by creation
- * time, which keeps the id index append-mostly.
+ * Monotonic ULIDs: 10 characters of millisecond time, then 16 of randomness (80 bits). Within one
+ * millisecond (or if the clock steps back) the random part is incremented instead of redrawn, so
+ * ids rise strictly in creation order. That keeps the cell's id index append-only: an ack of 100
+ * messages then touches a few adjacent index pages, not 100 scattered ones.
  */
 export class UlidSource {
   private readonly fill: RandomFill;
   private pool = new Uint8Array(0);
   private poolOffset = 0;
+  private lastTimeMs = -1;
+  private lastTime = "";
+  private readonly random = new Uint8Array(randomChars);
 
   constructor(fill: RandomFill = (bytes) => randomFillSync(bytes)) {
     this.fill = fill;
   }
 
   next(nowMs: number): string {
-    let time = "";
-    let t = Math.max(0, Math.floor(nowMs));
-    for (let i = 0; i < 10; i++) {
-      time = crockford[t % 32] + time;
-      t = Math.floor(t / 32);
+    const t = Math.max(0, Math.floor(nowMs));
+    if (t > this.lastTimeMs) {
+      this.lastTimeMs = t;
+      this.lastTime = encodeTime(t);
+      this.draw();
+    } else if (!this.increment()) {
+      // 2^80 ids in one millisecond: move to the next millisecond rather than repeat an id.
+      this.lastTimeMs += 1;
+      this.lastTime = encodeTime(this.lastTimeMs);
+      this.draw();
     }
+    let random = "";
+    for (let i = 0; i < randomChars; i++) random += crockford[this.random[i]!];
+    return this.lastTime + random;
+  }
+
+  private draw(): void {
     if (this.poolOffset + randomChars > this.pool.length) {
       // Drawing randomness in blocks keeps a 100-message send to one syscall.
       this.pool = new Uint8Array(randomChars * 256);
       this.fill(this.pool);
       this.poolOffset = 0;
     }
-    let random = "";
-    for (let i = 0; i < randomChars; i++) random += crockford[this.pool[this.poolOffset + i]! & 31];
+    for (let i = 0; i < randomChars; i++) this.random[i] = this.pool[this.poolOffset + i]! & 31;
+    // Leave headroom so increments within a millisecond rarely carry out of the top digit.
+    this.random[0] = this.random[0]! & 15;
     this.poolOffset += randomChars;
-    return time + random;
   }
+
+  private increment(): boolean {
+    for (let i = randomChars - 1; i >= 0; i--) {
+      if (this.random[i]! < 31) {
+        this.random[i] = this.random[i]! + 1;
+        return true;
+      }
+      this.random[i] = 0;
+    }
+    return false;
+  }
+}
+
+function encodeTime(ms: number): string {
+  let time = "";
+  let t = ms;
+  for (let i = 0; i < 10; i++) {
+    time = crockford[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  return time;
 }
 
 /** A deterministic RandomFill for simulations and tests (mulberry32). */
