@@ -45,6 +45,9 @@ export const limits = {
   maxDeliveriesMax: 100,
   maxDeliveriesDefault: 5,
 
+  /** A Worker queue name: lowercase letters, digits and dashes (Cloudflare's rule). */
+  queueNameCharsMax: 63,
+
   /** A content type label (v8, json, text, bytes, or a CloudEvents datacontenttype). */
   contentTypeCharsMax: 256,
 } as const;

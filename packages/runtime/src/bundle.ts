@@ -1,0 +1,118 @@
+import { builtinModules } from "node:module";
+import { dirname, resolve } from "node:path";
+import { build, type BuildFailure, type Message, type Plugin } from "esbuild";
+import type { WorkerConfig } from "./config/index.ts";
+
+/**
+ * Bundles a Worker's `main` into one ES module the way wrangler does, so code that deploys to
+ * Cloudflare bundles the same here: workerd/worker/browser export conditions, browser-first main
+ * fields, ES2022. Node built-ins stay imports for workerd to provide, and only when the Worker
+ * turned on Node compatibility; otherwise workerd would fail later with a less useful message.
+ */
+
+export interface BundleMessage {
+  /** Absolute path of the file at fault. */
+  file: string;
+  /** 1-based, as editors count; absent when esbuild names no position. */
+  line?: number;
+  column?: number;
+  text: string;
+}
+
+export class BundleError extends Error {
+  readonly code = "ERR_BUNDLE" as const;
+  readonly messages: readonly BundleMessage[];
+
+  constructor(worker: string, messages: readonly BundleMessage[]) {
+    super([`could not bundle Worker "${worker}":`, ...messages.map(formatBundleMessage)].join("\n"));
+    this.name = "BundleError [ERR_BUNDLE]";
+    this.messages = messages;
+  }
+}
+
+export function isBundleError(error: unknown): error is BundleError {
+  return error instanceof BundleError;
+}
+
+export function formatBundleMessage(m: BundleMessage): string {
+  return m.line === undefined ? `${m.file}: ${m.text}` : `${m.file}:${m.line}:${m.column ?? 1}: ${m.text}`;
+}
+
+export async function bundleWorker(worker: WorkerConfig): Promise<{ code: string; modules: boolean }> {
+  const workingDir = dirname(worker.configPath);
+  try {
+    const result = await build({
+      entryPoints: [worker.main],
+      absWorkingDir: workingDir,
+      bundle: true,
+      write: false,
+      metafile: true,
+      format: "esm",
+      platform: "neutral",
+      target: "es2022",
+      conditions: ["workerd", "worker", "browser"],
+      mainFields: ["browser", "module", "main"],
+      // wrangler's default (keep_names): workerd error messages and class names stay readable.
+      keepNames: true,
+      logLevel: "silent",
+      plugins: [nodeBuiltins(worker.compatibilityFlags)],
+    });
+    const [output] = result.outputFiles;
+    const [meta] = Object.values(result.metafile.outputs);
+    if (output === undefined || meta === undefined) throw new Error("esbuild returned no output for one entry point");
+    // A script with neither exports nor imports is a service-worker script (addEventListener);
+    // Miniflare must load it as a plain script, not as a module.
+    const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external);
+    return { code: output.text, modules };
+  } catch (error) {
+    if (!isBuildFailure(error)) throw error;
+    throw new BundleError(worker.name, error.errors.map((m) => toBundleMessage(m, workingDir, worker)));
+  }
+}
+
+const nodeCompatFlags = ["nodejs_compat", "nodejs_compat_v2"];
+const builtinNames = new Set(builtinModules.filter((name) => !name.startsWith("_")));
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const bareBuiltin = new RegExp(`^(?:${[...builtinNames].map(escapeRegExp).join("|")})$`);
+
+function nodeBuiltins(flags: readonly string[]): Plugin {
+  const compat = nodeCompatFlags.some((flag) => flags.includes(flag));
+  // workerd's nodejs_als flag provides AsyncLocalStorage alone, without the rest of Node.
+  const provided = (name: string) => compat || (flags.includes("nodejs_als") && name === "async_hooks");
+  return {
+    name: "celld-node-builtins",
+    setup(b) {
+      b.onResolve({ filter: /^node:/ }, (args) => {
+        const name = args.path.slice("node:".length);
+        if (provided(name)) return { path: args.path, external: true };
+        return { errors: [{ text: needsCompat(args.path) }] };
+      });
+      // A bare `buffer` may be an npm polyfill in node_modules: without compatibility, let esbuild
+      // look for one (a failure is reworded in toBundleMessage).
+      b.onResolve({ filter: bareBuiltin }, (args) =>
+        provided(args.path) ? { path: `node:${args.path}`, external: true } : undefined,
+      );
+    },
+  };
+}
+
+function needsCompat(specifier: string): string {
+  return `"${specifier}" is a Node.js built-in module; add "nodejs_compat" to compatibility_flags to use it`;
+}
+
+function toBundleMessage(m: Message, workingDir: string, worker: WorkerConfig): BundleMessage {
+  const unresolved = /^Could not resolve "([^"]+)"$/.exec(m.text)?.[1];
+  const text = unresolved !== undefined && builtinNames.has(unresolved) ? needsCompat(unresolved) : m.text;
+  if (m.location === null) return { file: worker.main, text };
+  return {
+    file: resolve(workingDir, m.location.file),
+    line: m.location.line,
+    // esbuild counts columns from 0.
+    column: m.location.column + 1,
+    text,
+  };
+}
+
+function isBuildFailure(error: unknown): error is BuildFailure {
+  return error instanceof Error && Array.isArray((error as Partial<BuildFailure>).errors);
+}

@@ -1,0 +1,120 @@
+import { resolve } from "node:path";
+import { formatPath, showValue, type ConfigIssue } from "./issues.ts";
+import { isPlainObject, rawEntries, rawString, type RawTable } from "./raw.ts";
+
+/**
+ * Rules a single-file schema cannot express: they need the other files of the deployment or the
+ * filesystem. They read the data leniently (see raw.ts) so they still run on a file whose schema
+ * check failed; a value of the wrong type is the schema's to report, and is skipped here.
+ */
+
+export interface RawFile {
+  /** As the caller named it, for messages. */
+  file: string;
+  /** Absolute directory of the config file: `main` is relative to it. */
+  dir: string;
+  /** The parsed data, or undefined when the file could not be parsed at all. */
+  data: unknown;
+}
+
+export function deploymentIssues(files: RawFile[], fileExists: (path: string) => boolean): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const report = (file: string, path: string, message: string) => issues.push({ file, path, message });
+
+  const nameOwner = new Map<string, string>();
+  const consumerOwner = new Map<string, string>();
+  for (const { file, dir, data } of files) {
+    const name = rawString(data, "name");
+    const nameTakenBy = name === undefined ? undefined : nameOwner.get(name);
+    if (name !== undefined && nameTakenBy === undefined) nameOwner.set(name, file);
+    if (nameTakenBy !== undefined) {
+      const why = "each Worker needs its own name";
+      report(file, "name", `${showValue(name)} is also the name of the Worker in ${nameTakenBy}; ${why}`);
+    }
+
+    const main = rawString(data, "main");
+    const mainPath = main === undefined ? undefined : resolve(dir, main);
+    if (mainPath !== undefined && !fileExists(mainPath)) {
+      report(file, "main", `${showValue(main)} does not exist (looked for ${mainPath})`);
+    }
+
+    for (const { index, entry } of rawEntries(data, ["queues", "consumers"])) {
+      const at = `queues.consumers[${index}]`;
+      const queue = rawString(entry, "queue");
+      if (queue === undefined) continue;
+      const owner = consumerOwner.get(queue);
+      if (owner === undefined) consumerOwner.set(queue, `${file} (${at})`);
+      else {
+        const why = "only one script may consume a queue";
+        report(file, `${at}.queue`, `queue ${showValue(queue)} is already consumed by ${owner}; ${why}`);
+      }
+      if (rawString(entry, "dead_letter_queue") === queue) {
+        const why = "a queue cannot be its own dead-letter queue";
+        report(file, `${at}.dead_letter_queue`, `${showValue(queue)} is the consumer's own queue; ${why}`);
+      }
+    }
+
+    for (const duplicate of duplicateBindings(data)) report(file, duplicate.path, duplicate.message);
+  }
+
+  // A file that could not be parsed hides its Worker's name: a reference to it is not an error yet.
+  if (files.every((f) => f.data !== undefined)) {
+    const names = [...nameOwner.keys()];
+    for (const { file, data } of files) {
+      for (const ref of workerReferences(data)) {
+        if (nameOwner.has(ref.name)) continue;
+        const known = names.length === 0 ? "none" : names.map((n) => showValue(n)).join(", ");
+        report(file, ref.path, `no Worker named ${showValue(ref.name)} in this deployment (its Workers: ${known})`);
+      }
+    }
+  }
+  return issues;
+}
+
+/** Every place a file gives a name to something on `env`, in file order. */
+function bindingNames(data: unknown): { path: string; name: string }[] {
+  const found: { path: string; name: string }[] = [];
+  const vars = isPlainObject(data) ? data["vars"] : undefined;
+  if (isPlainObject(vars)) for (const key of Object.keys(vars)) found.push({ path: formatPath(["vars", key]), name: key });
+  const lists: [string[], string][] = [
+    [["queues", "producers"], "binding"],
+    [["kv_namespaces"], "binding"],
+    [["d1_databases"], "binding"],
+    [["r2_buckets"], "binding"],
+    [["durable_objects", "bindings"], "name"],
+    [["services"], "binding"],
+  ];
+  for (const [keys, field] of lists) {
+    for (const { index, entry } of rawEntries(data, keys)) {
+      const name = rawString(entry, field);
+      if (name !== undefined) found.push({ path: `${keys.join(".")}[${index}].${field}`, name });
+    }
+  }
+  return found;
+}
+
+/** Two bindings of one name would leave `env.NAME` meaning only one of them. */
+function duplicateBindings(data: unknown): { path: string; message: string }[] {
+  const first = new Map<string, string>();
+  const out: { path: string; message: string }[] = [];
+  for (const { path, name } of bindingNames(data)) {
+    const earlier = first.get(name);
+    if (earlier === undefined) first.set(name, path);
+    else out.push({ path, message: `binding name ${showValue(name)} is already used by ${earlier}` });
+  }
+  return out;
+}
+
+/** Names of other Workers this file binds to: they must be part of the same deployment. */
+function workerReferences(data: unknown): { path: string; name: string }[] {
+  const refs: { path: string; name: string }[] = [];
+  const add = (entries: { index: number; entry: RawTable }[], prefix: string, field: string) => {
+    for (const { index, entry } of entries) {
+      const name = rawString(entry, field);
+      if (name !== undefined) refs.push({ path: `${prefix}[${index}].${field}`, name });
+    }
+  };
+  add(rawEntries(data, ["services"]), "services", "service");
+  add(rawEntries(data, ["durable_objects", "bindings"]), "durable_objects.bindings", "script_name");
+  return refs;
+}

@@ -1,0 +1,91 @@
+import { z } from "zod";
+import { formatPath, type ConfigWarning } from "./issues.ts";
+import { isPlainObject } from "./raw.ts";
+import { workerFileSchema } from "./schema.ts";
+
+/**
+ * Warnings for keys celld does not act on. A config written for Cloudflare should still load, so
+ * these are never errors; but a key that silently does nothing (a typo, an unsupported binding)
+ * is how a deployment ends up behaving differently from what its author reads, so each one is
+ * named with its file and path. The known-key list is the schema itself, so the two cannot drift.
+ */
+
+const tooling = "is a wrangler key celld ignores";
+const bundling = "is a wrangler bundling key celld ignores: celld bundles `main` itself";
+const binding = "is a binding type celld does not provide; the Worker's env will not have it";
+
+/** Wrangler keys celld knows and deliberately ignores, by where they sit (entries as `[]`). */
+const ignoredKeys: Record<string, Record<string, string>> = {
+  "": {
+    env: "named environments are not supported; celld reads only the top-level keys",
+    ...fill(tooling, [
+      "account_id", "zone_id", "routes", "route", "workers_dev", "preview_urls", "observability",
+      "triggers", "usage_model", "placement", "limits", "logpush", "upload_source_maps", "dev",
+      "site", "assets", "keep_vars", "send_metrics", "legacy_env", "first_party_worker",
+      "containers", "compliance_region",
+    ]),
+    ...fill(bundling, [
+      "build", "minify", "keep_names", "node_compat", "rules", "no_bundle", "find_additional_modules",
+      "base_dir", "preserve_file_names", "tsconfig", "jsx_factory", "jsx_fragment", "define", "alias",
+    ]),
+    ...fill(binding, [
+      "ai", "vectorize", "hyperdrive", "analytics_engine_datasets", "browser", "send_email",
+      "dispatch_namespaces", "mtls_certificates", "tail_consumers", "version_metadata", "images",
+      "pipelines", "secrets_store_secrets", "wasm_modules", "text_blobs", "data_blobs", "workflows",
+      "unsafe", "logfwdr", "unsafe_hello_world", "ratelimits", "assets_binding",
+    ]),
+  },
+  "queues.producers[]": fill(tooling, ["remote"]),
+  "kv_namespaces[]": fill(tooling, ["preview_id", "remote"]),
+  "d1_databases[]": fill(tooling, [
+    "preview_database_id", "migrations_dir", "migrations_table", "database_internal_env", "remote",
+  ]),
+  "r2_buckets[]": fill(tooling, ["preview_bucket_name", "jurisdiction", "remote"]),
+  "durable_objects.bindings[]": fill(tooling, ["environment"]),
+  "services[]": fill(tooling, ["environment", "remote"]),
+};
+
+function fill(message: string, keys: string[]): Record<string, string> {
+  return Object.fromEntries(keys.map((key) => [key, message]));
+}
+
+/** Every key in `value` (one parsed config file) that the schema does not name. */
+export function keyWarnings(file: string, value: unknown): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  walk(workerFileSchema, value, [], (path, key) => {
+    const known = ignoredKeys[pattern(path)];
+    const ignored = known !== undefined && Object.hasOwn(known, key) ? known[key] : undefined;
+    warnings.push({ file, path: formatPath([...path, key]), message: ignored ?? "is not a key celld knows; ignored" });
+  });
+  return warnings;
+}
+
+function walk(
+  schema: z.ZodType,
+  value: unknown,
+  path: (string | number)[],
+  onUnknown: (path: (string | number)[], key: string) => void,
+): void {
+  const inner = unwrap(schema);
+  if (inner instanceof z.ZodArray && Array.isArray(value)) {
+    value.forEach((entry, i) => walk(inner.element as z.ZodType, entry, [...path, i], onUnknown));
+    return;
+  }
+  if (!(inner instanceof z.ZodObject) || !isPlainObject(value)) return;
+  const shape = inner.shape as Record<string, z.ZodType>;
+  for (const [key, child] of Object.entries(value)) {
+    // hasOwn: a key such as "constructor" must not find Object.prototype's member.
+    if (!Object.hasOwn(shape, key)) onUnknown(path, key);
+    else walk(shape[key] as z.ZodType, child, [...path, key], onUnknown);
+  }
+}
+
+/** `["queues", "producers", 2]` -> `queues.producers[]`, the form `ignoredKeys` is keyed by. */
+function pattern(path: (string | number)[]): string {
+  return path.reduce<string>((out, k) => (typeof k === "number" ? `${out}[]` : out === "" ? k : `${out}.${k}`), "");
+}
+
+function unwrap(schema: z.ZodType): z.ZodType {
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault) return unwrap(schema.unwrap() as z.ZodType);
+  return schema;
+}

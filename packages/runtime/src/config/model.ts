@@ -1,0 +1,105 @@
+import { dirname, resolve } from "node:path";
+import type { ConfigWarning } from "./issues.ts";
+import type { WorkerFile } from "./schema.ts";
+
+/**
+ * The typed deployment the rest of the host works from: camelCase, defaults filled, paths
+ * absolute. Everything in it has been validated; code that reads it does not check it again.
+ */
+
+export interface ProducerConfig {
+  binding: string;
+  queue: string;
+  deliveryDelaySeconds: number;
+}
+
+export interface ConsumerConfig {
+  queue: string;
+  maxBatchSize: number;
+  maxBatchTimeoutSeconds: number;
+  maxRetries: number;
+  retryDelaySeconds: number;
+  deadLetterQueue: string | undefined;
+  maxConcurrency: number;
+}
+
+export interface WorkerConfig {
+  configPath: string;
+  name: string;
+  main: string;
+  compatibilityDate: string;
+  compatibilityFlags: string[];
+  vars: Record<string, string | number | boolean | object>;
+  producers: ProducerConfig[];
+  consumers: ConsumerConfig[];
+  kvNamespaces: { binding: string; id: string }[];
+  d1Databases: { binding: string; databaseName: string; databaseId: string }[];
+  r2Buckets: { binding: string; bucketName: string }[];
+  durableObjects: { name: string; className: string; scriptName?: string }[];
+  services: { binding: string; service: string; entrypoint?: string }[];
+}
+
+export interface Deployment {
+  /** In the order the config files were given; the first one's Worker serves HTTP. */
+  workers: WorkerConfig[];
+  /** Every queue named by a producer, consumer or dead_letter_queue, sorted. */
+  queues: string[];
+  warnings: ConfigWarning[];
+}
+
+/** Maps one validated file onto the model. `configPath` must already be absolute. */
+export function toWorkerConfig(configPath: string, file: WorkerFile): WorkerConfig {
+  const queues = file.queues ?? { producers: [], consumers: [] };
+  return {
+    configPath,
+    name: file.name,
+    main: resolve(dirname(configPath), file.main),
+    compatibilityDate: file.compatibility_date,
+    compatibilityFlags: file.compatibility_flags,
+    vars: file.vars,
+    producers: queues.producers.map((p) => ({
+      binding: p.binding,
+      queue: p.queue,
+      deliveryDelaySeconds: p.delivery_delay,
+    })),
+    consumers: queues.consumers.map((c) => ({
+      queue: c.queue,
+      maxBatchSize: c.max_batch_size,
+      maxBatchTimeoutSeconds: c.max_batch_timeout,
+      maxRetries: c.max_retries,
+      retryDelaySeconds: c.retry_delay,
+      deadLetterQueue: c.dead_letter_queue,
+      maxConcurrency: c.max_concurrency,
+    })),
+    kvNamespaces: file.kv_namespaces.map((kv) => ({ binding: kv.binding, id: kv.id })),
+    d1Databases: file.d1_databases.map((d1) => ({
+      binding: d1.binding,
+      databaseName: d1.database_name,
+      databaseId: d1.database_id,
+    })),
+    r2Buckets: file.r2_buckets.map((r2) => ({ binding: r2.binding, bucketName: r2.bucket_name })),
+    durableObjects: (file.durable_objects?.bindings ?? []).map((d) => ({
+      name: d.name,
+      className: d.class_name,
+      ...(d.script_name === undefined ? {} : { scriptName: d.script_name }),
+    })),
+    services: file.services.map((s) => ({
+      binding: s.binding,
+      service: s.service,
+      ...(s.entrypoint === undefined ? {} : { entrypoint: s.entrypoint }),
+    })),
+  };
+}
+
+/** Every queue the Workers name, once each, sorted: the cells the host must open. */
+export function queuesOf(workers: WorkerConfig[]): string[] {
+  const names = new Set<string>();
+  for (const worker of workers) {
+    for (const p of worker.producers) names.add(p.queue);
+    for (const c of worker.consumers) {
+      names.add(c.queue);
+      if (c.deadLetterQueue !== undefined) names.add(c.deadLetterQueue);
+    }
+  }
+  return [...names].sort();
+}

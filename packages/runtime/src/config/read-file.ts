@@ -1,0 +1,63 @@
+import { extname } from "node:path";
+import { parse as parseJsonc, printParseErrorCode, type ParseError } from "jsonc-parser";
+import { parse as parseToml, TomlError } from "smol-toml";
+import type { ConfigIssue } from "./issues.ts";
+
+export type ConfigSyntax = "toml" | "jsonc";
+
+/**
+ * The syntax a config file is written in, from its name. wrangler reads `.json` with its JSONC
+ * parser too, so comments and trailing commas are accepted in both JSON spellings.
+ */
+export function syntaxOf(path: string): ConfigSyntax | undefined {
+  const ext = extname(path).toLowerCase();
+  if (ext === ".toml") return "toml";
+  if (ext === ".json" || ext === ".jsonc") return "jsonc";
+  return undefined;
+}
+
+export type ParsedText = { ok: true; value: unknown } | { ok: false; issues: ConfigIssue[] };
+
+/** Turns a config file's text into plain data, or into issues that name the line and column. */
+export function parseConfigText(file: string, text: string): ParsedText {
+  const syntax = syntaxOf(file);
+  if (syntax === undefined) {
+    return fail(file, "is not a config file celld reads: use wrangler.toml, wrangler.json or wrangler.jsonc");
+  }
+  return syntax === "toml" ? parseTomlText(file, text) : parseJsoncText(file, text);
+}
+
+function parseTomlText(file: string, text: string): ParsedText {
+  try {
+    return { ok: true, value: parseToml(text) };
+  } catch (error) {
+    if (!(error instanceof TomlError)) throw error;
+    // smol-toml's message carries a code block after a blank line; the first line is the reason.
+    const reason = error.message.split("\n")[0]?.replace(/^Invalid TOML document: /, "") ?? error.message;
+    return fail(file, `TOML syntax error at line ${error.line}, column ${error.column}: ${reason}`);
+  }
+}
+
+function parseJsoncText(file: string, text: string): ParsedText {
+  const errors: ParseError[] = [];
+  const value: unknown = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
+  if (errors.length === 0) return { ok: true, value };
+  return {
+    ok: false,
+    issues: errors.map((e) => {
+      const { line, column } = lineAndColumn(text, e.offset);
+      const message = `JSON syntax error at line ${line}, column ${column}: ${printParseErrorCode(e.error)}`;
+      return { file, path: "", message };
+    }),
+  };
+}
+
+function lineAndColumn(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, offset);
+  const lineStart = before.lastIndexOf("\n") + 1;
+  return { line: before.split("\n").length, column: offset - lineStart + 1 };
+}
+
+function fail(file: string, message: string): ParsedText {
+  return { ok: false, issues: [{ file, path: "", message }] };
+}

@@ -1,0 +1,128 @@
+import { limits } from "@celld/queue-cell";
+import { z } from "zod";
+import { showValue } from "./issues.ts";
+
+/**
+ * The one schema of a wrangler config file as celld reads it: wrangler's snake_case keys, every
+ * bound taken from `limits`, defaults filled. Each leaf carries its own message so a zod issue
+ * converts into a user-facing line as it is (field, value, bound), with no second wording table.
+ * Keys the schema does not name are stripped here and warned about by `key-warnings.ts`.
+ */
+
+const { queueNameCharsMax } = limits;
+const queueNamePattern = new RegExp(`^[a-z0-9-]{1,${queueNameCharsMax}}$`);
+
+type Expected = "a string" | "a number" | "a boolean" | "an array" | "an object (TOML table)";
+
+function typeError(expected: Expected, bound = "") {
+  return (issue: { input?: unknown }) =>
+    issue.input === undefined ? "is required" : `must be ${expected}${bound}, got ${showValue(issue.input)}`;
+}
+
+function text() {
+  return z.string({ error: typeError("a string") }).min(1, { error: "must not be empty" });
+}
+
+function queueName() {
+  return z.string({ error: typeError("a string") }).refine((name) => queueNamePattern.test(name), {
+    error: (issue) =>
+      `must be a queue name of 1 to ${queueNameCharsMax} lowercase letters, digits or dashes, ` +
+      `got ${showValue(issue.input)}`,
+  });
+}
+
+/** Whole numbers only: Cloudflare takes integer seconds and counts for every queue setting. */
+function intInRange(min: number, max: number, unit = "") {
+  const bound = `${min} to ${max}${unit === "" ? "" : ` ${unit}`}`;
+  return z.number({ error: typeError("a number", ` from ${bound}`) }).superRefine((value, ctx) => {
+    if (Number.isInteger(value) && value >= min && value <= max) return;
+    const what = Number.isInteger(value) ? "" : "a whole number ";
+    ctx.addIssue({ code: "custom", input: value, message: `must be ${what}from ${bound}, got ${showValue(value)}` });
+  });
+}
+
+function table<T extends z.core.$ZodLooseShape>(shape: T) {
+  return z.object(shape, { error: typeError("an object (TOML table)") });
+}
+
+function list<T extends z.ZodType>(entry: T) {
+  return z.array(entry, { error: typeError("an array") });
+}
+
+const compatibilityDate = z.string({ error: typeError("a string", ' "YYYY-MM-DD"') }).refine(isCalendarDate, {
+  error: (issue) => `must be a date written "YYYY-MM-DD", got ${showValue(issue.input)}`,
+});
+
+function isCalendarDate(value: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(value)) return false;
+  // Date.parse rolls 2024-02-30 over into March; a real date survives the round trip.
+  const parsed = new Date(`${value}T00:00:00Z`);
+  return !Number.isNaN(parsed.getTime()) && parsed.toISOString().slice(0, 10) === value;
+}
+
+const jsonObject = z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]);
+const varValue = z.union([z.string(), z.number(), z.boolean(), jsonObject], {
+  error: (issue) => `must be a string, number, boolean or JSON object, got ${showValue(issue.input)}`,
+});
+
+const producer = table({
+  binding: text(),
+  queue: queueName(),
+  delivery_delay: intInRange(0, limits.delaySecondsMax, "seconds").default(0),
+});
+
+const consumer = table({
+  queue: queueName(),
+  type: z
+    .literal("worker", {
+      error: (issue) =>
+        `pull consumers are not supported by celld: only "worker" consumers are, got ${showValue(issue.input)}`,
+    })
+    .optional(),
+  max_batch_size: intInRange(limits.maxBatchSizeMin, limits.maxBatchSizeMax).default(limits.maxBatchSizeDefault),
+  max_batch_timeout: intInRange(0, limits.batchTimeoutSecondsMax, "seconds").default(
+    limits.batchTimeoutSecondsDefault,
+  ),
+  max_retries: intInRange(0, limits.maxRetriesMax).default(limits.maxRetriesDefault),
+  retry_delay: intInRange(0, limits.delaySecondsMax, "seconds").default(0),
+  dead_letter_queue: queueName().optional(),
+  // Unset on Cloudflare means "autoscale up to the maximum".
+  max_concurrency: intInRange(limits.maxConcurrencyMin, limits.maxConcurrencyMax).default(limits.maxConcurrencyMax),
+  // Named so that setting it is an error, not an "unknown key" warning: it only means something
+  // to a pull consumer, and a config that relies on one would silently never be consumed.
+  visibility_timeout_ms: z.unknown().superRefine((value, ctx) => {
+    if (value === undefined) return;
+    ctx.addIssue({
+      code: "custom",
+      input: value,
+      message: "pull consumers are not supported by celld (visibility_timeout_ms only applies to them); remove the key",
+    });
+  }),
+});
+
+export const workerFileSchema = table({
+  $schema: z.string().optional(),
+  name: text(),
+  main: text(),
+  compatibility_date: compatibilityDate,
+  compatibility_flags: list(z.string({ error: typeError("a string") })).default([]),
+  vars: z
+    .record(z.string(), varValue, { error: typeError("an object (TOML table)") })
+    .default({}),
+  queues: table({
+    producers: list(producer).default([]),
+    consumers: list(consumer).default([]),
+  }).optional(),
+  kv_namespaces: list(table({ binding: text(), id: text() })).default([]),
+  d1_databases: list(table({ binding: text(), database_name: text(), database_id: text() })).default([]),
+  r2_buckets: list(table({ binding: text(), bucket_name: text() })).default([]),
+  durable_objects: table({
+    bindings: list(table({ name: text(), class_name: text(), script_name: text().optional() })).default([]),
+  }).optional(),
+  // Accepted so that configs written for Cloudflare load; workerd keeps Durable Object state
+  // without a migration history.
+  migrations: list(z.unknown()).optional(),
+  services: list(table({ binding: text(), service: text(), entrypoint: text().optional() })).default([]),
+});
+
+export type WorkerFile = z.output<typeof workerFileSchema>;

@@ -1,0 +1,135 @@
+import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { describe, expect, test } from "vitest";
+import { isConfigError, loadDeployment, parseDeployment, type ConfigIssue } from "../src/config/index.ts";
+
+const fixtures = fileURLToPath(new URL("./fixtures/config/", import.meta.url));
+const at = (...parts: string[]) => join(fixtures, ...parts);
+
+function issuesOf(run: () => unknown): ConfigIssue[] {
+  try {
+    run();
+  } catch (error) {
+    if (isConfigError(error)) return [...error.issues];
+    throw error;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
+  test("a TOML file with every key celld reads becomes the typed model", () => {
+    const path = at("toml", "wrangler.toml");
+    const deployment = loadDeployment([path]);
+    expect(deployment.workers).toEqual([
+      {
+        configPath: path,
+        name: "producer",
+        main: at("toml", "src", "index.js"),
+        compatibilityDate: "2024-09-23",
+        compatibilityFlags: ["nodejs_compat"],
+        vars: { GREETING: "hello", LIMIT: 3, ENABLED: true, NESTED: { a: 1 } },
+        producers: [
+          { binding: "JOBS", queue: "jobs", deliveryDelaySeconds: 0 },
+          { binding: "LATER", queue: "later", deliveryDelaySeconds: 30 },
+        ],
+        consumers: [
+          {
+            queue: "jobs",
+            maxBatchSize: 50,
+            maxBatchTimeoutSeconds: 2,
+            maxRetries: 5,
+            retryDelaySeconds: 10,
+            deadLetterQueue: "jobs-dlq",
+            maxConcurrency: 4,
+          },
+        ],
+        kvNamespaces: [{ binding: "CACHE", id: "kv-1" }],
+        d1Databases: [{ binding: "DB", databaseName: "app", databaseId: "d1-1" }],
+        r2Buckets: [{ binding: "FILES", bucketName: "files" }],
+        durableObjects: [{ name: "COUNTER", className: "Counter" }],
+        services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
+      },
+    ]);
+    expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);
+    // migrations are accepted without a word; the deploy-only keys are named as ignored.
+    expect(deployment.warnings).toEqual([
+      { file: path, path: "account_id", message: "is a wrangler key celld ignores" },
+      { file: path, path: "workers_dev", message: "is a wrangler key celld ignores" },
+      { file: path, path: "kv_namespaces[0].preview_id", message: "is a wrangler key celld ignores" },
+    ]);
+  });
+
+  test("a JSON file, with $schema accepted silently", () => {
+    const deployment = loadDeployment([at("json", "wrangler.json")]);
+    expect(deployment.workers.map((w) => [w.name, w.main])).toEqual([["json-worker", at("json", "src", "index.js")]]);
+    expect(deployment.queues).toEqual(["jobs"]);
+    expect(deployment.warnings).toEqual([]);
+  });
+
+  test("a JSONC file with comments and trailing commas", () => {
+    const deployment = loadDeployment([at("jsonc", "wrangler.jsonc")]);
+    expect(deployment.workers[0]).toMatchObject({ name: "jsonc-worker", consumers: [{ queue: "jobs", maxBatchSize: 100 }] });
+  });
+
+  test("several files make one deployment, in the order given", () => {
+    const files = [at("multi", "api.toml"), at("multi", "jobs.toml")];
+    const deployment = loadDeployment(files);
+    expect(deployment.workers.map((w) => [w.name, w.configPath, w.main])).toEqual([
+      ["api", files[0], at("multi", "api.js")],
+      ["jobs", files[1], at("multi", "jobs.js")],
+    ]);
+    expect(deployment.queues).toEqual(["jobs", "jobs-dlq"]);
+  });
+});
+
+describe("files that cannot be read", () => {
+  test("bad TOML syntax names the file and the line", () => {
+    const path = at("bad-toml", "wrangler.toml");
+    const [issue, ...rest] = issuesOf(() => loadDeployment([path]));
+    expect(rest).toEqual([]);
+    expect(issue).toMatchObject({ file: path, path: "" });
+    expect(issue?.message).toBe(
+      "TOML syntax error at line 6, column 16: each key-value declaration must be followed by an end-of-line",
+    );
+  });
+
+  test("bad JSON syntax names the file and the line", () => {
+    const path = at("bad-json", "wrangler.json");
+    const issues = issuesOf(() => loadDeployment([path]));
+    expect(issues[0]).toEqual({ file: path, path: "", message: "JSON syntax error at line 4, column 3: CommaExpected" });
+  });
+
+  test("a syntax error in one file does not hide the other files' errors", () => {
+    const issues = issuesOf(() =>
+      parseDeployment(
+        [
+          { path: "a.toml", text: "name = " },
+          { path: "b.json", text: JSON.stringify({ name: "b", main: "b.js", compatibility_date: "soon" }) },
+        ],
+        { fileExists: () => true },
+      ),
+    );
+    expect(issues.map((i) => [i.file, i.path])).toEqual([
+      ["a.toml", ""],
+      ["b.json", "compatibility_date"],
+    ]);
+  });
+
+  test("a missing config file, and a file celld does not read, are both reported", () => {
+    const missing = at("nowhere", "wrangler.toml");
+    const broken = at("bad-json", "wrangler.json");
+    expect(issuesOf(() => loadDeployment([missing, broken])).map((i) => [i.file, i.message])).toEqual([
+      [missing, "config file not found"],
+      [broken, "JSON syntax error at line 4, column 3: CommaExpected"],
+    ]);
+    const [issue] = issuesOf(() => parseDeployment([{ path: "wrangler.yaml", text: "name: x" }]));
+    expect(issue?.message).toContain("use wrangler.toml, wrangler.json or wrangler.jsonc");
+  });
+
+  test("a file that is not a table, and a deployment of no files, are refused", () => {
+    expect(issuesOf(() => parseDeployment([{ path: "w.json", text: "[1]" }]))).toEqual([
+      { file: "w.json", path: "", message: "must be an object (TOML table), got an array" },
+    ]);
+    expect(issuesOf(() => parseDeployment([]))[0]?.message).toBe("a deployment needs at least one config file");
+  });
+});

@@ -1,0 +1,236 @@
+import { limits } from "@celld/queue-cell";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, test } from "vitest";
+import {
+  ConfigError,
+  isConfigError,
+  loadDeployment,
+  parseDeployment,
+  type ConfigIssue,
+  type ParseOptions,
+} from "../src/config/index.ts";
+
+const fixtures = fileURLToPath(new URL("./fixtures/config/", import.meta.url));
+const base = { main: "index.js", compatibility_date: "2024-03-18" };
+const everyFileExists: ParseOptions = { fileExists: () => true };
+
+/** One JSON config file per entry, named `<name>.json`. */
+function files(...configs: ({ name: string } & Record<string, unknown>)[]) {
+  return configs.map((c) => ({ path: `${c.name}.json`, text: JSON.stringify({ ...base, ...c }) }));
+}
+
+function failure(run: () => unknown): ConfigError {
+  try {
+    run();
+  } catch (error) {
+    if (isConfigError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a ConfigError");
+}
+const issuesOf = (run: () => unknown): ConfigIssue[] => [...failure(run).issues];
+
+describe("deployment-wide rules", () => {
+  test("two scripts consuming one queue are refused, naming both files", () => {
+    const paths = ["api.toml", "jobs.toml", "jobs-again.toml"].map((f) => join(fixtures, "multi", f));
+    const error = failure(() => loadDeployment(paths));
+    expect(error.issues).toEqual([
+      {
+        file: paths[2],
+        path: "queues.consumers[0].queue",
+        message: `queue "jobs" is already consumed by ${paths[1]} (queues.consumers[0]); only one script may consume a queue`,
+      },
+    ]);
+    expect(error.message).toContain(paths[1]);
+    expect(error.message.startsWith(`${paths[2]}: queues.consumers[0].queue: `)).toBe(true);
+  });
+
+  test("one script consuming one queue twice is refused too", () => {
+    const issues = issuesOf(() =>
+      parseDeployment(files({ name: "w", queues: { consumers: [{ queue: "q" }, { queue: "q" }] } }), everyFileExists),
+    );
+    expect(issues.map((i) => i.path)).toEqual(["queues.consumers[1].queue"]);
+  });
+
+  test("a queue cannot be its own dead-letter queue", () => {
+    const consumers = [
+      { queue: "q", dead_letter_queue: "dlq" },
+      { queue: "jobs", dead_letter_queue: "jobs" },
+    ];
+    const config = { name: "w", queues: { consumers } };
+    expect(issuesOf(() => parseDeployment(files(config), everyFileExists))).toEqual([
+      {
+        file: "w.json",
+        path: "queues.consumers[1].dead_letter_queue",
+        message: `"jobs" is the consumer's own queue; a queue cannot be its own dead-letter queue`,
+      },
+    ]);
+  });
+
+  test("Worker names are unique across the deployment", () => {
+    const sources = files({ name: "a" }, { name: "b" }, { name: "a" }).map((f, i) => ({ ...f, path: `${i}.json` }));
+    expect(issuesOf(() => parseDeployment(sources, everyFileExists))).toEqual([
+      { file: "2.json", path: "name", message: `"a" is also the name of the Worker in 0.json; each Worker needs its own name` },
+    ]);
+  });
+
+  test("main is looked up relative to the config file, and a missing one is refused", () => {
+    const asked: string[] = [];
+    const file = "/srv/app/wrangler.json";
+    const text = JSON.stringify({ ...base, name: "w", main: "src/gone.ts" });
+    const issues = issuesOf(() => parseDeployment([{ path: file, text }], { fileExists: (p) => (asked.push(p), false) }));
+    expect(asked).toEqual(["/srv/app/src/gone.ts"]);
+    expect(issues).toEqual([
+      { file, path: "main", message: `"src/gone.ts" does not exist (looked for /srv/app/src/gone.ts)` },
+    ]);
+  });
+
+  test("without a fileExists option, the real filesystem is asked", () => {
+    const path = join(fixtures, "toml", "elsewhere.json");
+    const issues = issuesOf(() => parseDeployment([{ path, text: JSON.stringify({ ...base, name: "w" }) }]));
+    const wanted = resolve(fixtures, "toml", "index.js");
+    expect(issues).toEqual([{ file: path, path: "main", message: `"index.js" does not exist (looked for ${wanted})` }]);
+    const found = parseDeployment([{ path, text: JSON.stringify({ ...base, name: "w", main: "src/index.js" }) }]);
+    expect(found.workers[0]?.main).toBe(join(fixtures, "toml", "src", "index.js"));
+  });
+
+  test("one binding name per Worker, across every kind of binding", () => {
+    const config = {
+      name: "w",
+      vars: { JOBS: "x" },
+      queues: { producers: [{ binding: "JOBS", queue: "q" }] },
+      kv_namespaces: [{ binding: "JOBS", id: "k" }],
+    };
+    expect(issuesOf(() => parseDeployment(files(config), everyFileExists))).toEqual([
+      { file: "w.json", path: "queues.producers[0].binding", message: `binding name "JOBS" is already used by vars.JOBS` },
+      { file: "w.json", path: "kv_namespaces[0].binding", message: `binding name "JOBS" is already used by vars.JOBS` },
+    ]);
+  });
+
+  test("service bindings and Durable Object script names must name a Worker of the deployment", () => {
+    const config = {
+      name: "w",
+      services: [{ binding: "ME", service: "w" }, { binding: "AUTH", service: "auth" }],
+      durable_objects: { bindings: [{ name: "C", class_name: "Counter", script_name: "counters" }] },
+    };
+    expect(issuesOf(() => parseDeployment(files(config), everyFileExists))).toEqual([
+      {
+        file: "w.json",
+        path: "services[1].service",
+        message: `no Worker named "auth" in this deployment (its Workers: "w")`,
+      },
+      {
+        file: "w.json",
+        path: "durable_objects.bindings[0].script_name",
+        message: `no Worker named "counters" in this deployment (its Workers: "w")`,
+      },
+    ]);
+  });
+});
+
+describe("every error at once", () => {
+  test("schema errors and deployment rules of several files come back together, one line each", () => {
+    const error = failure(() =>
+      parseDeployment(
+        files(
+          { name: "a", queues: { consumers: [{ queue: "q" }] } },
+          {
+            name: "b",
+            main: 7,
+            compatibility_date: "2024-13-01",
+            queues: { consumers: [{ queue: "q", max_batch_size: limits.maxBatchSizeMax + 1, max_retries: -1 }] },
+          },
+        ),
+        { fileExists: (p) => !p.endsWith("index.js") },
+      ),
+    );
+    expect(error.issues.map((i) => `${i.file} ${i.path}`)).toEqual([
+      "a.json main",
+      "b.json main",
+      "b.json compatibility_date",
+      "b.json queues.consumers[0].max_batch_size",
+      "b.json queues.consumers[0].max_retries",
+      "b.json queues.consumers[0].queue",
+    ]);
+    expect(error.message.split("\n")).toHaveLength(error.issues.length);
+    expect(error.issues[1]?.message).toBe("must be a string, got 7");
+  });
+
+  test("required keys are named, and wrong types show the value", () => {
+    const issues = issuesOf(() =>
+      parseDeployment([
+        { path: "w.json", text: JSON.stringify({ vars: { A: null }, queues: { producers: [{ queue: "q" }] } }) },
+      ]),
+    );
+    expect(issues).toEqual([
+      { file: "w.json", path: "name", message: "is required" },
+      { file: "w.json", path: "main", message: "is required" },
+      { file: "w.json", path: "compatibility_date", message: "is required" },
+      { file: "w.json", path: "vars.A", message: "must be a string, number, boolean or JSON object, got null" },
+      { file: "w.json", path: "queues.producers[0].binding", message: "is required" },
+    ]);
+  });
+
+  test.each([["2024-1-01"], ["2024-02-30"], ["yesterday"]])("compatibility_date %s is refused", (date) => {
+    const [issue] = issuesOf(() => parseDeployment(files({ name: "w", compatibility_date: date }), everyFileExists));
+    expect(issue).toEqual({
+      file: "w.json",
+      path: "compatibility_date",
+      message: `must be a date written "YYYY-MM-DD", got "${date}"`,
+    });
+  });
+
+  test("an unquoted TOML date is refused with what the user wrote", () => {
+    const text = 'name = "w"\nmain = "index.js"\ncompatibility_date = 2024-03-18\n';
+    const [issue] = issuesOf(() => parseDeployment([{ path: "w.toml", text }], everyFileExists));
+    expect(issue?.message).toBe('must be a string "YYYY-MM-DD", got the unquoted date 2024-03-18');
+  });
+});
+
+describe("pull consumers", () => {
+  test("visibility_timeout_ms and type http_pull are refused, saying pull consumers are unsupported", () => {
+    const config = { name: "w", queues: { consumers: [{ queue: "q", type: "http_pull", visibility_timeout_ms: 30_000 }] } };
+    const issues = issuesOf(() => parseDeployment(files(config), everyFileExists));
+    expect(issues.map((i) => i.path)).toEqual(["queues.consumers[0].type", "queues.consumers[0].visibility_timeout_ms"]);
+    for (const issue of issues) expect(issue.message).toContain("pull consumers are not supported");
+  });
+});
+
+describe("warnings", () => {
+  test("unknown and ignored keys warn with file and path; the deployment still loads", () => {
+    const config = {
+      name: "w",
+      $schema: "x",
+      migrations: [{ tag: "v1" }],
+      mian: "typo.js",
+      env: { staging: {} },
+      routes: ["example.com/*"],
+      ai: { binding: "AI" },
+      constructor: "not Object's",
+      queues: {
+        producers: [{ binding: "Q", queue: "q", remote: true }],
+        consumers: [{ queue: "q", max_batch_sise: 5 }],
+        pullers: [],
+      },
+    };
+    const deployment = parseDeployment(files(config), everyFileExists);
+    expect(deployment.warnings).toEqual([
+      { file: "w.json", path: "mian", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "env", message: "named environments are not supported; celld reads only the top-level keys" },
+      { file: "w.json", path: "routes", message: "is a wrangler key celld ignores" },
+      { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
+      { file: "w.json", path: "constructor", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "queues.producers[0].remote", message: "is a wrangler key celld ignores" },
+      { file: "w.json", path: "queues.consumers[0].max_batch_sise", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "queues.pullers", message: "is not a key celld knows; ignored" },
+    ]);
+    expect(deployment.workers[0]?.consumers[0]?.maxBatchSize).toBe(limits.maxBatchSizeDefault);
+  });
+
+  test("a failed deployment still carries its warnings, since a typo often explains an error", () => {
+    const error = failure(() => parseDeployment(files({ name: "w", mian: "x.js", main: undefined }), everyFileExists));
+    expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);
+    expect(error.warnings).toEqual([{ file: "w.json", path: "mian", message: "is not a key celld knows; ignored" }]);
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * The queue wiring against the installed Miniflare: the patched plugin has the shape it must
+ * have, and a Worker's send() really arrives in a cell through a real workerd. A Miniflare upgrade
+ * that breaks the wiring fails here.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Miniflare, PLUGINS } from "miniflare";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { CellRegistry } from "@celld/queue-cell";
+import { nodeProducerHandler } from "../../bindings/src/producer-handler.ts";
+import {
+  checkQueuePluginShape,
+  installQueueWiring,
+  installedMiniflareVersion,
+  producerServiceBindingName,
+  producerServiceBindings,
+  queueProducerWorkerOptions,
+  wiredMiniflareVersion,
+} from "../src/miniflare-queue-wiring.ts";
+
+describe("the installed miniflare", () => {
+  test("is the release the wiring was checked against (re-check the wiring before changing this)", () => {
+    expect(installedMiniflareVersion()).toBe(wiredMiniflareVersion);
+  });
+
+  test("has the plugin shape the wiring relies on", () => {
+    expect(() => checkQueuePluginShape(PLUGINS.queues, PLUGINS.core)).not.toThrow();
+  });
+
+  test("a plugin shape the wiring does not know is refused loudly, naming the expected version", () => {
+    const version = `miniflare ${wiredMiniflareVersion}`;
+    expect(() => checkQueuePluginShape(undefined, PLUGINS.core)).toThrow(version);
+    const queues = PLUGINS.queues as unknown as Record<string, unknown>;
+    expect(() => checkQueuePluginShape({ ...queues, getServices: undefined }, PLUGINS.core)).toThrow(
+      "PLUGINS.queues.getServices is not a function",
+    );
+    expect(() => checkQueuePluginShape({ ...queues, getBindings: () => [{ name: "P", service: { name: "x" } }] }, PLUGINS.core)).toThrow(
+      /no longer returns \[\{ name, queue: \{ name \} \}\]/,
+    );
+  });
+});
+
+describe("the patched queues plugin", () => {
+  beforeAll(() => {
+    installQueueWiring();
+    installQueueWiring();
+  });
+
+  test("binds each producer to its Node service binding on the same worker", async () => {
+    const bindings = await PLUGINS.queues.getBindings({ queueProducers: { JOBS: { queueName: "jobs" }, MAIL: "mail" } }, 3);
+    expect(bindings).toEqual([
+      { name: "JOBS", queue: { name: `core:custom-node:3:#${producerServiceBindingName("JOBS")}` } },
+      { name: "MAIL", queue: { name: `core:custom-node:3:#${producerServiceBindingName("MAIL")}` } },
+    ]);
+    expect(await PLUGINS.queues.getBindings({}, 0)).toEqual([]);
+  });
+
+  test("runs no broker, and refuses queueConsumers", async () => {
+    const services = (options: Record<string, unknown>) =>
+      PLUGINS.queues.getServices({ options } as unknown as Parameters<typeof PLUGINS.queues.getServices>[0]);
+    expect(await services({ queueProducers: { JOBS: { queueName: "jobs" } } })).toEqual([]);
+    expect(() => services({ queueConsumers: ["jobs"] })).toThrow("do not pass queueConsumers to Miniflare");
+  });
+
+  test("service bindings: one per producer, never over the worker's own or twice", () => {
+    const factory = () => async () => undefined;
+    expect(Object.keys(producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "B", queue: "b" }], factory))).toEqual([
+      "__celld_queue_A",
+      "__celld_queue_B",
+    ]);
+    expect(() => producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "A", queue: "b" }], factory)).toThrow(
+      'queue producer binding "A" is declared twice',
+    );
+    expect(() => producerServiceBindings([{ binding: "A", queue: "a" }], factory, { __celld_queue_A: "mine" })).toThrow(
+      'service binding "__celld_queue_A" is reserved for queue producer "A"',
+    );
+  });
+});
+
+describe("a Worker's send() through real workerd", () => {
+  let dir: string;
+  let registry: CellRegistry;
+  let mf: Miniflare;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "celld-wiring-"));
+    registry = new CellRegistry({ dataDir: dir, durability: "normal" });
+    const wiring = queueProducerWorkerOptions([{ binding: "JOBS", queue: "wiring-jobs" }], (producer) =>
+      nodeProducerHandler({ queue: producer.queue, getCell: () => registry.open(producer.queue) }),
+    );
+    mf = new Miniflare({
+      cf: false,
+      workers: [
+        {
+          name: "producer",
+          modules: true,
+          compatibilityDate: "2026-04-26",
+          script: `export default {
+            async fetch(request, env) {
+              const sent = await env.JOBS.send("hello from workerd", { contentType: "text" });
+              const v8 = await env.JOBS.send({ at: new Date(0) }, { contentType: "v8" });
+              return Response.json({ sent, v8, keys: Object.keys(env).sort() });
+            },
+          };`,
+          ...wiring,
+        },
+      ],
+    });
+  });
+
+  afterAll(async () => {
+    await mf?.dispose();
+    await registry?.closeAll();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("arrives in the queue's cell with its bytes and content type", async () => {
+    const response = await mf.dispatchFetch("http://worker/");
+    expect(response.status).toBe(200);
+    const result = (await response.json()) as { sent: { metadata: { metrics: { backlogCount: number } } }; keys: string[] };
+    expect(result.sent.metadata.metrics.backlogCount).toBe(1);
+    // The Node service binding is an ordinary binding, so a Worker can see it.
+    expect(result.keys).toEqual(["JOBS", "__celld_queue_JOBS"]);
+
+    const leased = await (await registry.open("wiring-jobs")).lease({ max: 10 });
+    expect(leased.map((m) => m.contentType)).toEqual(["text", "v8"]);
+    expect(Buffer.from(leased[0]!.body).toString("utf8")).toBe("hello from workerd");
+    // workerd's structured clone: version header 0xFF 0x0F, then the object.
+    expect([...leased[1]!.body.subarray(0, 2)]).toEqual([0xff, 0x0f]);
+  });
+});
