@@ -30,6 +30,7 @@ export {
   type CellStore,
   type NewMessage,
   type StoredMessage,
+  type LeasedRow,
   type MessageHead,
   type StoreTotals,
   type DueTimes,

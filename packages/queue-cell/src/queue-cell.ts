@@ -64,6 +64,8 @@ export interface LeasedMessage {
   deliveries: number;
   sentAt: number;
   enqueuedAt: number;
+  /** When the message became leasable (its send, delay end, nack delay end or lease expiry). */
+  availableAt: number;
   leaseExpiresAt: number;
   contentType: string;
   attributes: string | null;
@@ -474,6 +476,7 @@ export class QueueCell {
       deliveries: m.deliveries,
       sentAt: m.sentAt,
       enqueuedAt: m.enqueuedAt,
+      availableAt: m.availableAt,
       leaseExpiresAt: m.dueAt,
       contentType: m.contentType,
       attributes: m.attributes,

@@ -5,6 +5,7 @@ import {
   type DueTimes,
   type MessageHead,
   type NewMessage,
+  type LeasedRow,
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
@@ -131,12 +132,13 @@ export class SqliteCellStore implements CellStore {
          VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       markReceived: db.prepare("INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)"),
-      lease: db.prepare(
-        `UPDATE messages SET state = ${MessageState.leased}, due_at = @expiresAt,
+      leasable: db.prepare(
+        `SELECT seq, due_at FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ?`,
+      ),
+      leaseOne: db.prepare(
+        `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
            deliveries = deliveries + 1, lease_generation = lease_generation + 1
-         WHERE seq IN (SELECT seq FROM messages WHERE state = ${MessageState.ready} AND due_at <= @now
-                       ORDER BY due_at LIMIT @limit)
-         RETURNING ${fullColumns}`,
+         WHERE seq = ? RETURNING ${fullColumns}`,
       ),
       head: db.prepare(`SELECT ${headColumns} FROM messages WHERE id = ?`),
       setState: db.prepare("UPDATE messages SET state = ?, due_at = ? WHERE seq = ?"),
@@ -225,11 +227,15 @@ export class SqliteCellStore implements CellStore {
     return inserted;
   }
 
-  lease(nowMs: number, limit: number, expiresAtMs: number): StoredMessage[] {
-    const rows = this.stmt.lease.all({ now: nowMs, limit, expiresAt: expiresAtMs }) as FullRow[];
+  lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
+    const picked = this.stmt.leasable.all(nowMs, limit) as Array<{ seq: number; due_at: number }>;
+    const rows = picked.map(({ seq, due_at }) => ({
+      ...toStored(this.stmt.leaseOne.get(expiresAtMs, seq) as FullRow),
+      availableAt: due_at,
+    }));
     this.counts.ready -= rows.length;
     this.counts.leased += rows.length;
-    return rows.map(toStored).sort((a, b) => a.seq - b.seq);
+    return rows.sort((a, b) => a.seq - b.seq);
   }
 
   head(id: string): MessageHead | undefined {

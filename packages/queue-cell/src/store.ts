@@ -43,6 +43,11 @@ export interface StoredMessage extends NewMessage {
   bytes: number;
 }
 
+export interface LeasedRow extends StoredMessage {
+  /** When the row became leasable: its visible time before this lease. */
+  availableAt: number;
+}
+
 /** What a fencing decision needs to know about one message. */
 export interface MessageHead {
   seq: number;
@@ -80,7 +85,7 @@ export interface CellStore {
   /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
   /** Leases up to `limit` due ready rows: state leased, dueAt = expiry, deliveries+1, generation+1. */
-  lease(nowMs: number, limit: number, expiresAtMs: number): StoredMessage[];
+  lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[];
   head(id: string): MessageHead | undefined;
   /** Moves one row to `state` with a new dueAt; `from` is its current state (for the totals). */
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void;

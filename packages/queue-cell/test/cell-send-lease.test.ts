@@ -113,7 +113,8 @@ describe("lease", () => {
     expect(await h.cell.lease({ max: 1 })).toEqual([]);
     h.clock.advance(1);
     const [second] = await h.cell.lease({ max: 1 });
-    expect(second).toMatchObject({ id: first!.id, deliveries: 2 });
+    // Available again from the moment the first lease ran out.
+    expect(second).toMatchObject({ id: first!.id, deliveries: 2, availableAt: first!.leaseExpiresAt });
     expect(second!.leaseGeneration).toBeGreaterThan(first!.leaseGeneration);
     await h.cell.close();
   });

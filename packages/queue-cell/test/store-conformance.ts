@@ -39,7 +39,13 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.transaction(() => store.insert([row("late", { dueAt: 3_000 }), row("x", { dueAt: 2_000 }), row("y")]));
       const leased = store.transaction(() => store.lease(2_000, 1, 9_000));
       expect(leased.map((m) => m.id)).toEqual(["y"]);
-      expect(leased[0]).toMatchObject({ state: MessageState.leased, dueAt: 9_000, deliveries: 1, leaseGeneration: 1 });
+      expect(leased[0]).toMatchObject({
+        state: MessageState.leased,
+        dueAt: 9_000,
+        availableAt: 1_000,
+        deliveries: 1,
+        leaseGeneration: 1,
+      });
       expect(store.transaction(() => store.lease(2_000, 10, 9_000)).map((m) => m.id)).toEqual(["x"]);
       expect(store.totals()).toMatchObject({ ready: 1, leased: 2 });
       store.close();
