@@ -309,6 +309,30 @@ export class QueueCell {
     });
   }
 
+  /**
+   * Hands leased messages back unprocessed: ready at once, and their delivery not counted. For a
+   * consumer that leased but never started the work (it is shutting down, its client went away).
+   */
+  async release(refs: readonly LeaseRef[]): Promise<{ released: number; staleLeases: LeaseRef[] }> {
+    this.assertOpen();
+    refs.forEach((ref, i) => checkLeaseRef(`refs[${i}]`, ref));
+    return this.loop.submit((nowMs) => {
+      const staleLeases: LeaseRef[] = [];
+      let released = 0;
+      for (const ref of refs) {
+        const head = this.liveHead(ref);
+        if (head === undefined || head.state !== MessageState.leased) {
+          staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
+          continue;
+        }
+        this.store.unlease(head, nowMs);
+        released += 1;
+      }
+      if (released > 0) this.readyChanged = true;
+      return { released, staleLeases };
+    });
+  }
+
   /** Returns dead-lettered messages to ready with a fresh delivery count. */
   async replay(range: ReplayRange = {}): Promise<{ replayed: number }> {
     this.assertOpen();

@@ -145,6 +145,9 @@ export class SqliteCellStore implements CellStore {
       resetToReady: db.prepare(
         `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0 WHERE seq = ?`,
       ),
+      unlease: db.prepare(
+        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0) WHERE seq = ?`,
+      ),
       remove: db.prepare("DELETE FROM messages WHERE seq = ?"),
       expiredLeases: db.prepare(
         `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
@@ -247,6 +250,12 @@ export class SqliteCellStore implements CellStore {
     this.stmt.setState.run(state, dueAtMs, head.seq);
     this.leaveState(head);
     this.enterState(state, head.bytes);
+  }
+
+  unlease(head: MessageHead, dueAtMs: number): void {
+    this.stmt.unlease.run(dueAtMs, head.seq);
+    this.leaveState(head);
+    this.enterState(MessageState.ready, head.bytes);
   }
 
   resetToReady(head: MessageHead, dueAtMs: number): void {

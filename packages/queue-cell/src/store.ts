@@ -89,6 +89,8 @@ export interface CellStore {
   head(id: string): MessageHead | undefined;
   /** Moves one row to `state` with a new dueAt; `from` is its current state (for the totals). */
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void;
+  /** Returns a leased row to ready and takes back the delivery its lease counted. */
+  unlease(head: MessageHead, dueAtMs: number): void;
   /** Moves a row to ready, resetting its delivery count (replay). */
   resetToReady(head: MessageHead, dueAtMs: number): void;
   remove(head: MessageHead): void;

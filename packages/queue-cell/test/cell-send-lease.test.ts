@@ -291,3 +291,16 @@ describe("long-poll wait", () => {
     await expect(h.cell.send([text("x")])).rejects.toMatchObject({ code: "ERR_CELL_CLOSED" });
   });
 });
+
+describe("release", () => {
+  test("hands a lease back: ready at once, the delivery not counted, the old generation stale", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const [m] = await h.cell.lease({ max: 1 });
+    expect(await h.cell.release(refs([m!]))).toEqual({ released: 1, staleLeases: [] });
+    const [again] = await h.cell.lease({ max: 1 });
+    expect(again).toMatchObject({ id: m!.id, deliveries: 1 });
+    expect(await h.cell.release(refs([m!]))).toEqual({ released: 0, staleLeases: refs([m!]) });
+    await h.cell.close();
+  });
+});

@@ -61,6 +61,10 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       });
       expect(store.totals()).toEqual({ ready: 0, leased: 0, dead: 1, moving: 1, backlogBytes: 0 });
       store.transaction(() => store.resetToReady(store.head("a")!, 6_000));
+      store.transaction(() => store.lease(6_000, 1, 8_000));
+      store.transaction(() => store.unlease(store.head("a")!, 6_500));
+      expect(store.head("a")).toMatchObject({ state: MessageState.ready, dueAt: 6_500, deliveries: 0, leaseGeneration: 1 });
+      store.transaction(() => store.setState(store.head("a")!, MessageState.ready, 6_000));
       expect(store.head("a")).toMatchObject({ state: MessageState.ready, dueAt: 6_000, deliveries: 0 });
       expect(store.totals()).toMatchObject({ ready: 1, dead: 0, backlogBytes: 1 });
       store.close();
