@@ -1,0 +1,247 @@
+import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
+import { resolveBatchOutcome, type QueueHandlerResult } from "./batch-outcome.ts";
+import { toConsumerMessage, type ConsumerMessage } from "./consumer-message.ts";
+
+export interface ConsumerSettings {
+  queue: string;
+  maxBatchSize: number;
+  maxBatchTimeoutSeconds: number;
+  maxConcurrency: number;
+  retryDelaySeconds: number;
+  /** How long one queue() invocation may run before it counts as a failed delivery. */
+  wallTimeSeconds: number;
+}
+
+export interface BatchMetadata {
+  metrics: { backlogCount: number; backlogBytes: number; oldestMessageTimestamp?: Date };
+}
+
+/** Runs the consumer script's queue() handler on one batch (Fetcher.queue in the host). */
+export type QueueInvoker = (
+  queue: string,
+  messages: ConsumerMessage[],
+  metadata: BatchMetadata,
+) => Promise<QueueHandlerResult>;
+
+export interface DispatcherLog {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string, error?: unknown): void;
+}
+
+export interface BatchReport {
+  queue: string;
+  size: number;
+  acked: number;
+  retried: number;
+  deadLettered: number;
+  outcome: string;
+}
+
+export interface ConsumerDispatcherOptions {
+  cell: QueueCell;
+  settings: ConsumerSettings;
+  invoke: QueueInvoker;
+  clock?: Clock;
+  log?: DispatcherLog;
+  /** Told after each batch is settled (tests and metrics). */
+  onBatch?: (report: BatchReport) => void;
+}
+
+// A lease outlives the batch window and the wall time, so only a crashed host lets it run out;
+// a live dispatcher settles or retries every message itself before then.
+const leaseSlackSeconds = 60;
+
+/**
+ * Turns a queue's leases into queue() invocations: up to max_batch_size messages, delivered when
+ * the batch is full or max_batch_timeout after its first message became available, with at most
+ * max_concurrency batches running at once. Each result is settled by the precedence rules of
+ * resolveBatchOutcome; a handler that outlives the wall time counts as a failed delivery.
+ */
+export class ConsumerDispatcher {
+  private readonly cell: QueueCell;
+  private readonly settings: ConsumerSettings;
+  private readonly invoke: QueueInvoker;
+  private readonly clock: Clock;
+  private readonly log: DispatcherLog;
+  private readonly onBatch: ((report: BatchReport) => void) | undefined;
+  private readonly visibilitySeconds: number;
+  private running = false;
+  private abort = new AbortController();
+  private loop: Promise<void> | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Batches handed to queue() and not yet settled; stop() hands back what is left here. */
+  private readonly unsettled = new Set<LeasedMessage[]>();
+  private stopping = false;
+  private slotFreed: (() => void) | undefined;
+
+  constructor(options: ConsumerDispatcherOptions) {
+    this.cell = options.cell;
+    this.settings = options.settings;
+    this.invoke = options.invoke;
+    this.clock = options.clock ?? systemClock;
+    this.log = options.log ?? consoleLog;
+    this.onBatch = options.onBatch;
+    this.visibilitySeconds = Math.min(
+      limits.visibilityTimeoutSecondsMax,
+      Math.ceil(this.settings.maxBatchTimeoutSeconds + this.settings.wallTimeSeconds + leaseSlackSeconds),
+    );
+  }
+
+  get batchesInFlight(): number {
+    return this.inFlight.size;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.abort = new AbortController();
+    this.loop = this.run().catch((error: unknown) => {
+      this.running = false;
+      this.log.error(`consumer of queue "${this.settings.queue}" stopped`, error);
+    });
+  }
+
+  /**
+   * Stops taking batches. Running batches get `graceMs` to finish; what is still running then is
+   * handed back to the queue unprocessed, ready at once and its delivery not counted.
+   */
+  async stop(graceMs = 0): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.abort.abort();
+    this.slotFreed?.();
+    await this.loop;
+    if (this.inFlight.size > 0 && graceMs > 0) {
+      await Promise.race([Promise.all(this.inFlight), new Promise((r) => setTimeout(r, graceMs).unref())]);
+    }
+    this.stopping = true;
+    await Promise.all([...this.unsettled].map((batch) => this.releaseBatch(batch)));
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      if (this.inFlight.size >= this.settings.maxConcurrency) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        continue;
+      }
+      const batch = await this.collectBatch();
+      if (batch.length === 0) continue;
+      if (!this.running) {
+        await this.cell.release(refsOf(batch));
+        break;
+      }
+      const delivery = this.deliver(batch).finally(() => {
+        this.inFlight.delete(delivery);
+        this.slotFreed?.();
+      });
+      this.inFlight.add(delivery);
+    }
+  }
+
+  /** Leases until the batch is full or its window, from its first message's availability, ends. */
+  private async collectBatch(): Promise<LeasedMessage[]> {
+    const size = this.settings.maxBatchSize;
+    let batch = await this.cell.lease({
+      max: size,
+      visibilityTimeoutSeconds: this.visibilitySeconds,
+      waitSeconds: limits.leaseWaitSecondsMax,
+      signal: this.abort.signal,
+    });
+    if (batch.length === 0) return batch;
+    const windowEndsAt =
+      Math.min(...batch.map((m) => m.availableAt)) + this.settings.maxBatchTimeoutSeconds * 1000;
+    while (batch.length < size && this.running) {
+      const remainingMs = windowEndsAt - this.clock.now();
+      if (remainingMs <= 0) break;
+      const more = await this.cell.lease({
+        max: size - batch.length,
+        visibilityTimeoutSeconds: this.visibilitySeconds,
+        waitSeconds: Math.min(limits.leaseWaitSecondsMax, remainingMs / 1000),
+        signal: this.abort.signal,
+      });
+      batch = batch.concat(more);
+    }
+    return batch;
+  }
+
+  private async deliver(batch: LeasedMessage[]): Promise<void> {
+    const { queue } = this.settings;
+    this.unsettled.add(batch);
+    let result: QueueHandlerResult | "wall-time" | "failed";
+    let cancelTimer = (): void => {};
+    try {
+      const metrics = await this.cell.backlogMetrics();
+      const metadata: BatchMetadata = {
+        metrics: {
+          backlogCount: metrics.backlogCount,
+          backlogBytes: metrics.backlogBytes,
+          ...(metrics.oldestMessageTimestamp > 0 ? { oldestMessageTimestamp: new Date(metrics.oldestMessageTimestamp) } : {}),
+        },
+      };
+      const wallTime = new Promise<"wall-time">((resolve) => {
+        cancelTimer = this.clock.schedule(this.clock.now() + this.settings.wallTimeSeconds * 1000, () =>
+          resolve("wall-time"),
+        );
+      });
+      result = await Promise.race([this.invoke(queue, batch.map(toConsumerMessage), metadata), wallTime]);
+    } catch (error) {
+      this.log.error(`queue "${queue}": the queue() handler could not be run; the batch will be retried`, error);
+      result = "failed";
+    } finally {
+      cancelTimer();
+    }
+    if (this.stopping || !this.unsettled.has(batch)) return;
+    this.unsettled.delete(batch);
+
+    const ids = batch.map((m) => m.id);
+    const settlement =
+      typeof result === "string"
+        ? { acks: [], retries: ids.map((id) => ({ id, delaySeconds: this.settings.retryDelaySeconds })) }
+        : resolveBatchOutcome(ids, result, this.settings.retryDelaySeconds);
+    if (result === "wall-time") {
+      this.log.warn(
+        `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s; ` +
+          `its ${batch.length} message(s) count as a failed delivery`,
+      );
+    } else if (typeof result !== "string" && result.outcome !== "ok") {
+      this.log.warn(
+        `queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ` +
+          `${settlement.retries.length} of ${batch.length} message(s) will be retried`,
+      );
+    }
+    const generation = new Map(batch.map((m) => [m.id, m.leaseGeneration]));
+    const settled = await this.cell.settle({
+      acks: settlement.acks.map((id) => ({ id, leaseGeneration: generation.get(id)! })),
+      nacks: settlement.retries.map((r) => ({ id: r.id, leaseGeneration: generation.get(r.id)!, delaySeconds: r.delaySeconds })),
+    });
+    this.onBatch?.({
+      queue,
+      size: batch.length,
+      acked: settled.acked,
+      retried: settled.retried,
+      deadLettered: settled.deadLettered,
+      outcome: typeof result === "string" ? result : result.outcome,
+    });
+  }
+
+  private async releaseBatch(batch: LeasedMessage[]): Promise<void> {
+    this.unsettled.delete(batch);
+    try {
+      await this.cell.release(refsOf(batch));
+    } catch (error) {
+      // The cell is closing too; the leases run out and the messages come back then.
+      this.log.warn(`queue "${this.settings.queue}": could not hand back ${batch.length} message(s): ${String(error)}`);
+    }
+  }
+}
+
+function refsOf(batch: readonly LeasedMessage[]): Array<{ id: string; leaseGeneration: number }> {
+  return batch.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration }));
+}
+
+const consoleLog: DispatcherLog = {
+  info: (message) => console.log(`[celld] ${message}`),
+  warn: (message) => console.warn(`[celld] ${message}`),
+  error: (message, error) => console.error(`[celld] ${message}`, error ?? ""),
+};

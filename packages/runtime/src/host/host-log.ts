@@ -1,0 +1,29 @@
+/** Where the host writes what an operator should see. Tests pass a collecting log. */
+export interface HostLog {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string, error?: unknown): void;
+}
+
+export const consoleHostLog: HostLog = {
+  info: (message) => console.log(`[celld] ${message}`),
+  warn: (message) => console.warn(`[celld] warning: ${message}`),
+  error: (message, error) => {
+    const detail = error instanceof Error ? (error.stack ?? error.message) : error === undefined ? "" : String(error);
+    console.error(`[celld] error: ${message}${detail === "" ? "" : `\n${detail}`}`);
+  },
+};
+
+/** Keeps every line; for tests that check what the host reported. */
+export class MemoryHostLog implements HostLog {
+  readonly lines: string[] = [];
+  info(message: string): void {
+    this.lines.push(`info: ${message}`);
+  }
+  warn(message: string): void {
+    this.lines.push(`warn: ${message}`);
+  }
+  error(message: string, error?: unknown): void {
+    this.lines.push(`error: ${message}${error === undefined ? "" : ` ${String(error)}`}`);
+  }
+}

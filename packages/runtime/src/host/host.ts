@@ -1,0 +1,98 @@
+import { join } from "node:path";
+import { CellRegistry, systemClock, type Clock, type Durability } from "@celld/queue-cell";
+import type { BatchReport } from "@celld/bindings";
+import { Miniflare, type WorkerOptions } from "miniflare";
+import { bundleWorker } from "../bundle.ts";
+import type { Deployment } from "../config/index.ts";
+import { consoleHostLog, type HostLog } from "./host-log.ts";
+import type { HostPlugin } from "./host-plugin.ts";
+import { QueuesPlugin } from "./queues-plugin.ts";
+import { workerOptions } from "./worker-options.ts";
+
+export interface HostOptions {
+  deployment: Deployment;
+  /** Cells, KV, D1, R2 and Durable Object storage live here and survive restarts. */
+  dataDir: string;
+  /** HTTP port of the first Worker; 0 picks a free one. */
+  port?: number;
+  host?: string;
+  clock?: Clock;
+  log?: HostLog;
+  durability?: Durability;
+  /** Consumer wall-time limit in seconds (15 minutes unless a test sets less). */
+  consumerWallTimeSeconds?: number;
+  onBatch?: (report: BatchReport) => void;
+}
+
+export interface Host {
+  /** Where the first Worker answers HTTP. */
+  readonly url: URL;
+  readonly registry: CellRegistry;
+  readonly miniflare: Miniflare;
+  /** Stops consumers (in-flight batches get `graceMs`), workerd and the cells. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Starts a deployment: bundles each Worker, runs them all in one workerd through Miniflare with
+ * their bindings, and starts the plugins' background work (queue consumers).
+ */
+export async function startHost(options: HostOptions): Promise<Host> {
+  const log = options.log ?? consoleHostLog;
+  const clock = options.clock ?? systemClock;
+  const registry = new CellRegistry({
+    dataDir: options.dataDir,
+    clock,
+    durability: options.durability ?? "full",
+    onBackgroundError: (error) => log.error("a queue cell's background work failed; it will be retried", error),
+  });
+  const queues = new QueuesPlugin({
+    deployment: options.deployment,
+    registry,
+    clock,
+    log,
+    wallTimeSeconds: options.consumerWallTimeSeconds,
+    onBatch: options.onBatch,
+  });
+  const plugins: HostPlugin[] = [queues];
+  let miniflare: Miniflare | undefined;
+  try {
+    await queues.configureCells();
+    const workers: WorkerOptions[] = [];
+    for (const worker of options.deployment.workers) {
+      const own = workerOptions(worker, await bundleWorker(worker), (message) => log.warn(message));
+      for (const plugin of plugins) {
+        const extra = plugin.workerOptions(worker);
+        Object.assign(own, extra, {
+          serviceBindings: { ...own.serviceBindings, ...extra.serviceBindings },
+        });
+      }
+      workers.push(own);
+    }
+    miniflare = new Miniflare({
+      workers,
+      cf: false,
+      host: options.host ?? "127.0.0.1",
+      port: options.port ?? 8787,
+      defaultPersistRoot: join(options.dataDir, "miniflare"),
+    });
+    const url = await miniflare.ready;
+    const mf = miniflare;
+    for (const plugin of plugins) await plugin.start({ getWorker: (name) => mf.getWorker(name) });
+    return {
+      url,
+      registry,
+      miniflare: mf,
+      close: async (graceMs = 0) => {
+        for (const plugin of plugins) await plugin.stop(graceMs);
+        await mf.dispose();
+        await registry.closeAll();
+      },
+    };
+  } catch (error) {
+    for (const plugin of plugins) await plugin.stop(0).catch(() => undefined);
+    await miniflare?.dispose().catch(() => undefined);
+    await registry.closeAll();
+    throw error;
+  }
+}

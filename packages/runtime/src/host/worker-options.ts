@@ -1,0 +1,52 @@
+import { dirname } from "node:path";
+import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
+import type { WorkerConfig } from "../config/index.ts";
+
+/**
+ * A Worker's own Miniflare options: its bundled code, compatibility settings and the bindings
+ * Miniflare implements itself (vars, KV, D1, R2, Durable Objects, services). Storage for them is
+ * persisted under the host's data directory through Miniflare's `defaultPersistRoot`.
+ */
+export function workerOptions(
+  worker: WorkerConfig,
+  bundle: { code: string; modules: boolean },
+  warn: (message: string) => void,
+): WorkerOptions {
+  return {
+    name: worker.name,
+    modules: bundle.modules,
+    script: bundle.code,
+    // Stack traces and error messages name the user's file, not "<script>". Module names are
+    // relative to modulesRoot, and workerd refuses one that climbs out with "..".
+    scriptPath: worker.main,
+    modulesRoot: dirname(worker.main),
+    compatibilityDate: runnableCompatibilityDate(worker, warn),
+    compatibilityFlags: worker.compatibilityFlags,
+    bindings: worker.vars as Record<string, never>,
+    kvNamespaces: Object.fromEntries(worker.kvNamespaces.map((kv) => [kv.binding, kv.id])),
+    d1Databases: Object.fromEntries(worker.d1Databases.map((d1) => [d1.binding, d1.databaseId])),
+    r2Buckets: Object.fromEntries(worker.r2Buckets.map((r2) => [r2.binding, r2.bucketName])),
+    durableObjects: Object.fromEntries(
+      worker.durableObjects.map((d) => [
+        d.name,
+        d.scriptName === undefined ? { className: d.className } : { className: d.className, scriptName: d.scriptName },
+      ]),
+    ),
+    serviceBindings: Object.fromEntries(
+      worker.services.map((s) => [s.binding, s.entrypoint === undefined ? s.service : { name: s.service, entrypoint: s.entrypoint }]),
+    ),
+  };
+}
+
+/**
+ * workerd refuses a compatibility date newer than itself. Like wrangler, fall back to the newest
+ * date this workerd supports and say so, rather than refuse a project written for a newer one.
+ */
+export function runnableCompatibilityDate(worker: WorkerConfig, warn: (message: string) => void): string {
+  if (worker.compatibilityDate <= supportedCompatibilityDate) return worker.compatibilityDate;
+  warn(
+    `${worker.configPath}: compatibility_date "${worker.compatibilityDate}" is newer than this workerd ` +
+      `supports; running Worker "${worker.name}" with "${supportedCompatibilityDate}" instead`,
+  );
+  return supportedCompatibilityDate;
+}

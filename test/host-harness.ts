@@ -1,0 +1,97 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ManualClock, type QueueCell } from "@celld/queue-cell";
+import type { BatchReport } from "@celld/bindings";
+import { loadDeployment } from "../packages/runtime/src/config/index.ts";
+import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
+import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
+
+export interface Project {
+  dir: string;
+  dataDir: string;
+  /** Writes files relative to the project; returns the path of the first. */
+  write(files: Record<string, string>): string;
+  remove(): void;
+}
+
+export function project(): Project {
+  const dir = mkdtempSync(join(tmpdir(), "celld-e2e-"));
+  return {
+    dir,
+    dataDir: join(dir, ".celld"),
+    write(files) {
+      let first = "";
+      for (const [name, text] of Object.entries(files)) {
+        const path = join(dir, name);
+        mkdirSync(join(path, ".."), { recursive: true });
+        writeFileSync(path, text);
+        if (first === "") first = path;
+      }
+      return first;
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+export interface RunningHost {
+  host: Host;
+  clock: ManualClock;
+  log: MemoryHostLog;
+  batches: BatchReport[];
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  cell(queue: string): Promise<QueueCell>;
+  close(): Promise<void>;
+}
+
+/** Starts the host on the project's configs with a manual clock, as `celld dev` would. */
+export async function runHost(
+  configs: string[],
+  dataDir: string,
+  options: { wallTimeSeconds?: number; clock?: ManualClock } = {},
+): Promise<RunningHost> {
+  const clock = options.clock ?? new ManualClock(Date.now());
+  const log = new MemoryHostLog();
+  const batches: BatchReport[] = [];
+  const host = await startHost({
+    deployment: loadDeployment(configs),
+    dataDir,
+    port: 0,
+    clock,
+    log,
+    durability: "normal",
+    consumerWallTimeSeconds: options.wallTimeSeconds ?? 30,
+    onBatch: (report) => batches.push(report),
+  });
+  return {
+    host,
+    clock,
+    log,
+    batches,
+    fetch: (path, init) => fetch(new URL(path, host.url), init),
+    cell: (queue) => host.registry.open(queue),
+    close: () => host.close(),
+  };
+}
+
+/** Polls (real time) until `check` returns a value that is not undefined, or fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, what: string, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Reads every message in a queue without a consumer (the tests' "seen" log) and acks it. */
+export async function drainJson(cell: QueueCell): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for (;;) {
+    const leased = await cell.lease({ max: 100 });
+    if (leased.length === 0) return out;
+    for (const m of leased) out.push(JSON.parse(new TextDecoder().decode(m.body)));
+    await cell.ack(leased.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration })));
+  }
+}
