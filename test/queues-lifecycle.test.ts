@@ -1,0 +1,143 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { isConfigError } from "../packages/runtime/src/config/index.ts";
+import { ManualClock } from "@celld/queue-cell";
+import { afterEach, expect, test } from "vitest";
+import { drainJson, eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+
+const worker = readFileSync(join(import.meta.dirname, "fixtures", "consumer-worker.js"), "utf8");
+const projects: Project[] = [];
+const hosts: RunningHost[] = [];
+
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.close()));
+  projects.splice(0).forEach((p) => p.remove());
+});
+
+function app(consumer: string): { p: Project; config: string } {
+  const p = project();
+  projects.push(p);
+  const config = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+kv_namespaces = [{ binding = "KV", id = "kv" }]
+queues.producers = [{ binding = "JOBS", queue = "jobs" }, { binding = "SEEN", queue = "seen" }]
+${consumer}
+`,
+    "worker.js": worker,
+  });
+  return { p, config };
+}
+
+async function start(config: string, dataDir: string, wallTimeSeconds = 60, clock?: ManualClock): Promise<RunningHost> {
+  const h = await runHost([config], dataDir, { wallTimeSeconds, clock });
+  hosts.push(h);
+  return h;
+}
+
+async function send(h: RunningHost, body: unknown, options?: unknown): Promise<void> {
+  const res = await h.fetch("/send", { method: "POST", body: JSON.stringify({ body, options }) });
+  expect(res.status).toBe(200);
+}
+
+test("a handler that never finishes holds its lease for the wall time, then counts one failed delivery", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 1 }]`);
+  const h = await start(config, p.dataDir, 120);
+  await send(h, { tag: "hang", mode: "hang" });
+  const seen = await h.cell("seen");
+  await eventually(async () => ((await seen.counts()).ready === 1 ? true : undefined), "the first delivery");
+  const jobs = await h.cell("jobs");
+  expect(await jobs.counts()).toMatchObject({ leased: 1 });
+  h.clock.advance(119_000);
+  await new Promise((r) => setTimeout(r, 100));
+  expect(await jobs.counts()).toMatchObject({ leased: 1 });
+  h.clock.advance(1_000);
+  await eventually(async () => ((await seen.counts()).ready === 2 ? true : undefined), "the second delivery");
+  const deliveries = (await drainJson(seen)) as Array<{ attempts: number }>;
+  expect(deliveries.map((d) => d.attempts)).toEqual([1, 2]);
+  expect(h.log.lines.some((l) => l.includes("did not finish within 120 s"))).toBe(true);
+  // The second delivery hangs too; after it, max_retries = 1 is spent and with no
+  // dead_letter_queue the message is deleted.
+  h.clock.advance(120_000);
+  await eventually(async () => {
+    const c = await jobs.counts();
+    return c.ready + c.leased + c.delayed + c.dead === 0 ? true : undefined;
+  }, "the message to be deleted");
+});
+
+test("a message that keeps failing, with no dead_letter_queue, is deleted after max_retries", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 2 }]`);
+  const h = await start(config, p.dataDir);
+  await send(h, { tag: "doomed", mode: "throw" });
+  const jobs = await h.cell("jobs");
+  const seen = await h.cell("seen");
+  await eventually(async () => ((await seen.counts()).ready >= 3 ? true : undefined), "three deliveries");
+  await eventually(async () => {
+    const c = await jobs.counts();
+    return c.ready + c.leased + c.delayed + c.dead === 0 ? true : undefined;
+  }, "the message to be deleted");
+  expect(((await drainJson(seen)) as Array<{ attempts: number }>).map((d) => d.attempts)).toEqual([1, 2, 3]);
+});
+
+test("delaySeconds and delivery_delay hold a message back; restart keeps pending, delayed and dead messages", async () => {
+  const p = project();
+  projects.push(p);
+  const config = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+kv_namespaces = [{ binding = "KV", id = "kv" }]
+queues.producers = [{ binding = "JOBS", queue = "jobs", delivery_delay = 60 }, { binding = "SEEN", queue = "seen" }]
+`,
+    "worker.js": worker,
+  });
+  let h = await start(config, p.dataDir);
+  await send(h, { tag: "default-delay" });
+  await send(h, { tag: "own-delay" }, { delaySeconds: 5 });
+  await send(h, { tag: "no-delay" }, { delaySeconds: 0 });
+  const jobs = await h.cell("jobs");
+  expect(await jobs.counts()).toMatchObject({ ready: 1, delayed: 2 });
+  h.clock.advance(5_000);
+  expect(await jobs.counts()).toMatchObject({ ready: 2, delayed: 1 });
+  // A dead message too, in the queue's own dead-letter set (no consumer configured).
+  await jobs.configure({ maxDeliveries: 1 });
+  const [m] = await jobs.lease({ max: 1 });
+  await jobs.nack([{ id: m!.id, leaseGeneration: m!.leaseGeneration }]);
+  const before = await jobs.counts();
+  expect(before).toMatchObject({ ready: 1, delayed: 1, dead: 1 });
+
+  await h.close();
+  hosts.splice(hosts.indexOf(h), 1);
+  h = await start(config, p.dataDir, 60, h.clock);
+  const after = await (await h.cell("jobs")).counts();
+  expect({ ready: after.ready, delayed: after.delayed, dead: after.dead }).toEqual({ ready: 1, delayed: 1, dead: 1 });
+});
+
+test("a deployment where two Workers consume one queue does not start", async () => {
+  const p = project();
+  projects.push(p);
+  const a = p.write({
+    "a/wrangler.toml": `name = "a"\nmain = "w.js"\ncompatibility_date = "2026-04-01"\nqueues.consumers = [{ queue = "jobs" }]\n`,
+    "a/w.js": "export default { async queue() {} };",
+  });
+  const b = p.write({
+    "b/wrangler.toml": `name = "b"\nmain = "w.js"\ncompatibility_date = "2026-04-01"\nqueues.consumers = [{ queue = "jobs" }]\n`,
+    "b/w.js": "export default { async queue() {} };",
+  });
+  const error = await runHost([a, b], p.dataDir).catch((e: unknown) => e);
+  expect(isConfigError(error)).toBe(true);
+  expect(String((error as Error).message)).toMatch(/jobs/);
+  expect(String((error as Error).message)).toContain("a/wrangler.toml");
+  expect(String((error as Error).message)).toContain("b/wrangler.toml");
+});
+
+test("a compatibility date newer than workerd runs on the newest supported date, with a warning", async () => {
+  const { p, config } = app("");
+  const text = readFileSync(config, "utf8").replace("2026-04-01", "2099-01-01");
+  p.write({ "wrangler.toml": text });
+  const h = await start(config, p.dataDir);
+  expect(h.log.lines.some((l) => l.includes('compatibility_date "2099-01-01" is newer than this workerd supports'))).toBe(true);
+});
