@@ -192,6 +192,12 @@ export class ConsumerDispatcher {
       cancelTimer();
     }
     if (this.stopping || !this.unsettled.has(batch)) return;
+    if (result === "failed" && !this.running) {
+      // Shutting down took workerd with it (Ctrl-C reaches its process too): not the handler's
+      // failure, so the batch goes back uncounted.
+      await this.releaseBatch(batch);
+      return;
+    }
     this.unsettled.delete(batch);
 
     const ids = batch.map((m) => m.id);

@@ -1,0 +1,67 @@
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+export interface DevArgs {
+  configs: string[];
+  port: number;
+  host: string;
+  dataDir: string;
+  apiPort: number | undefined;
+}
+
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}
+
+export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT]
+
+  -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
+                      Workers (the first one serves HTTP). Default: the one in this directory.
+  --port PORT         HTTP port of the first Worker (default 8787; 0 picks a free port)
+  --host HOST         address to listen on (default 127.0.0.1)
+  --data DIR          where queues and KV/D1/R2/Durable Object storage persist
+                      (default: .celld beside the first config)
+  --api-port PORT     also serve the native queues API on this port
+
+       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--data DIR]
+       celld keys list [--data DIR]
+       celld keys revoke KEY_ID [--data DIR]`;
+
+const configNames = ["wrangler.toml", "wrangler.jsonc", "wrangler.json"];
+
+export function parseDevArgs(argv: string[], cwd: string): DevArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: "string", short: "c", multiple: true },
+      port: { type: "string" },
+      host: { type: "string" },
+      data: { type: "string" },
+      "api-port": { type: "string" },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  let configs = (values.config ?? []).map((c) => resolve(cwd, c));
+  if (configs.length === 0) {
+    const found = configNames.map((n) => join(cwd, n)).find((p) => existsSync(p));
+    if (found === undefined) {
+      throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd}; pass -c FILE`);
+    }
+    configs = [found];
+  }
+  return {
+    configs,
+    port: port("--port", values.port ?? "8787"),
+    host: values.host ?? "127.0.0.1",
+    dataDir: resolve(cwd, values.data ?? join(dirname(configs[0]!), ".celld")),
+    apiPort: values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]),
+  };
+}
+
+function port(flag: string, text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n > 65_535) throw new UsageError(`${flag} must be a port number from 0 to 65535, got "${text}"`);
+  return n;
+}

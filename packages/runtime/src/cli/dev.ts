@@ -1,0 +1,57 @@
+import { formatIssue, isConfigError, loadDeployment } from "../config/index.ts";
+import { consoleHostLog } from "../host/host-log.ts";
+import { startHost, type Host } from "../host/host.ts";
+import type { DevArgs } from "./args.ts";
+
+/** How long in-flight batches may run on shutdown before they are handed back to their queues. */
+const shutdownGraceMs = 10_000;
+
+/** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT/SIGTERM. */
+export async function dev(args: DevArgs): Promise<number> {
+  const log = consoleHostLog;
+  let deployment;
+  try {
+    deployment = loadDeployment(args.configs);
+  } catch (error) {
+    if (!isConfigError(error)) throw error;
+    for (const warning of error.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
+    console.error(`celld: the deployment has ${error.issues.length} error(s); nothing was started:`);
+    for (const issue of error.issues) console.error(`  ${formatIssue(issue)}`);
+    return 1;
+  }
+  for (const warning of deployment.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
+
+  const host: Host = await startHost({ deployment, dataDir: args.dataDir, port: args.port, host: args.host, log });
+  const first = deployment.workers[0]!;
+  log.info(`Worker "${first.name}" listening on ${host.url.href}`);
+  log.info(`data directory: ${args.dataDir}`);
+  if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) {
+        log.warn(`${signal} again: exiting at once; leased messages return to their queues when their leases run out`);
+        process.exit(130);
+      }
+      stopping = true;
+      log.info(`${signal}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
+      host.close(shutdownGraceMs).then(
+        () => {
+          log.info("stopped");
+          resolve(0);
+        },
+        (error: unknown) => {
+          log.error("shutdown failed", error);
+          resolve(1);
+        },
+      );
+    };
+    // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
+    // could run; its "exit" hook stays and still stops workerd if we exit abruptly.
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      for (const listener of process.listeners(signal)) process.removeListener(signal, listener);
+      process.on(signal, () => stop(signal));
+    }
+  });
+}

@@ -1,0 +1,35 @@
+import { isBundleError, formatBundleMessage } from "../bundle.ts";
+import { UsageError, parseDevArgs, usage } from "./args.ts";
+import { dev } from "./dev.ts";
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "dev":
+      return dev(parseDevArgs(rest, process.cwd()));
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      console.log(usage);
+      return command === undefined ? 1 : 0;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof UsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    console.error(`celld: ${(error as Error).message}\n\n${usage}`);
+    process.exitCode = 2;
+  } else if (isBundleError(error)) {
+    console.error(`celld: the Worker could not be bundled:`);
+    for (const m of error.messages) console.error(`  ${formatBundleMessage(m)}`);
+    process.exitCode = 1;
+  } else {
+    console.error("celld: failed:", error);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,97 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { afterEach, expect, test } from "vitest";
+import { project, type Project } from "./host-harness.ts";
+
+const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
+const projects: Project[] = [];
+afterEach(() => projects.splice(0).forEach((p) => p.remove()));
+
+interface Run {
+  output: () => string;
+  exited: Promise<number | null>;
+  kill: (signal: NodeJS.Signals) => void;
+}
+
+function run(args: string[], cwd: string): Run {
+  const proc = spawn(process.execPath, [celld, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
+  proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
+  return {
+    output: () => output,
+    exited: new Promise((resolve) => proc.on("exit", (code) => resolve(code))),
+    kill: (signal) => proc.kill(signal),
+  };
+}
+
+async function waitFor(r: Run, pattern: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const match = r.output().match(pattern);
+    if (match !== null) return match;
+    if (Date.now() > end) throw new Error(`no ${pattern} in:\n${r.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test("a broken config starts nothing and names every error with file and key", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+[[queues.consumers]]
+queue = "jobs"
+max_batch_size = 101
+max_retries = -1
+`,
+    "worker.js": "export default { async queue() {} };",
+  });
+  const r = run(["dev", "--port", "0"], p.dir);
+  expect(await r.exited).toBe(1);
+  expect(r.output()).toContain("nothing was started");
+  expect(r.output()).toMatch(/wrangler\.toml: queues\.consumers\[0\]\.max_batch_size: .*1 to 100.*101/);
+  expect(r.output()).toMatch(/wrangler\.toml: queues\.consumers\[0\]\.max_retries: .*0 to 100.*-1/);
+});
+
+test("celld dev serves the Worker, queues survive SIGINT, and a restart carries on", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+`,
+    "worker.js": `export default {
+  async fetch(req, env) {
+    if (req.method === "POST") { await env.JOBS.send({ n: 1 }, { delaySeconds: 3600 }); return new Response("queued"); }
+    const m = await env.JOBS.metrics();
+    return Response.json(m);
+  },
+};`,
+  });
+  const first = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
+  first.kill("SIGINT");
+  expect(await first.exited).toBe(0);
+  expect(first.output()).toContain("stopped");
+
+  const second = run(["dev", "--port", "0", "--data", join(p.dir, ".celld")], p.dir);
+  const [, url2] = await waitFor(second, /listening on (http:\/\/\S+)/);
+  const metrics = (await (await fetch(url2!)).json()) as { backlogCount: number };
+  expect(metrics.backlogCount).toBe(1);
+  second.kill("SIGTERM");
+  expect(await second.exited).toBe(0);
+});
+
+test("unknown flags get the usage text", async () => {
+  const r = run(["dev", "--nope"], process.cwd());
+  expect(await r.exited).toBe(2);
+  expect(r.output()).toContain("Usage: celld dev");
+});
