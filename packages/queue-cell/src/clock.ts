@@ -59,6 +59,15 @@ export class ManualClock implements Clock {
   schedule(atMs: number, fn: () => void): () => void {
     const timer: ManualTimer = { atMs, order: this.nextOrder++, fn };
     this.timers.push(timer);
+    if (atMs <= this.nowMs) {
+      // Already due: a real clock would fire it at once, so this one must not wait for the
+      // next advance() (a test may never make one).
+      setImmediate(() => {
+        if (!this.timers.includes(timer)) return;
+        this.timers = this.timers.filter((t) => t !== timer);
+        timer.fn();
+      });
+    }
     return () => {
       this.timers = this.timers.filter((t) => t !== timer);
     };

@@ -245,14 +245,11 @@ export class QueueCell {
       unit: "seconds",
     });
     const visibilityMs = Math.round(visibilitySeconds * msPerSecond);
+    // The wait runs from the call, not from when the first attempt's group committed.
+    const deadlineMs = this.now() + Math.round(waitSeconds * msPerSecond);
     const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
     if (first.length > 0 || waitSeconds === 0 || options.signal?.aborted === true) return first;
-    const waiting = this.waiters.add({
-      max,
-      visibilityMs,
-      deadlineMs: this.now() + Math.round(waitSeconds * msPerSecond),
-      signal: options.signal,
-    });
+    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal: options.signal });
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
     const earliest = this.store.earliestReadyDueAt();
