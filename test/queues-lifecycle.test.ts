@@ -141,3 +141,9 @@ test("a compatibility date newer than workerd runs on the newest supported date,
   const h = await start(config, p.dataDir);
   expect(h.log.lines.some((l) => l.includes('compatibility_date "2099-01-01" is newer than this workerd supports'))).toBe(true);
 });
+
+test("max_retries at its bound (100) deploys: the queue allows 101 deliveries", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs", max_retries = 100 }]`);
+  const h = await start(config, p.dataDir);
+  expect((await h.cell("jobs")).queueConfig.maxDeliveries).toBe(101);
+});

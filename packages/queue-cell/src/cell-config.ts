@@ -34,7 +34,7 @@ export function resolveQueueConfig(
   queueName?: string,
 ): QueueConfig {
   const merged: QueueConfig = { ...base, ...stripUndefined(input) };
-  checkRange("maxDeliveries", merged.maxDeliveries, limits.maxDeliveriesMin, limits.maxDeliveriesMax, {
+  checkRange("maxDeliveries", merged.maxDeliveries, limits.maxDeliveriesMin, limits.cellDeliveriesMax, {
     integer: true,
   });
   checkRange(

@@ -5,15 +5,17 @@
  * Cloudflare's figures (developers.cloudflare.com/queues/platform/limits) where Workers meet them;
  * the native API's figures come from the queue product page.
  */
+const maxRetriesMax = 100;
+
 export const limits = {
   /** One message, encoded body plus attributes. Cloudflare: 128 KB, where 1 KB = 1000 B. */
   messageBytesMax: 128_000,
   /** One send call (sendBatch, or one native send request). */
   batchMessagesMax: 100,
   /**
-   * All bodies of one send call together. Cloudflare documents 256 KB; Miniflare allows 288,000 as
-   * slack for encoding overhead. celld enforces the documented figure on the encoded bodies, so a
-   * batch that passes here also passes on Cloudflare.
+   * All messages of one send call together (bodies plus attributes). Cloudflare documents 256 KB;
+   * Miniflare allows 288,000 as slack for encoding overhead. celld enforces the documented figure
+   * on what it stores.
    */
   batchBytesMax: 256_000,
   /** delaySeconds, delivery_delay, retry_delay, nack delay: 24 h since 2026-02-18. */
@@ -24,7 +26,7 @@ export const limits = {
   maxBatchSizeDefault: 10,
   batchTimeoutSecondsMax: 60,
   batchTimeoutSecondsDefault: 5,
-  maxRetriesMax: 100,
+  maxRetriesMax,
   maxRetriesDefault: 3,
   maxConcurrencyMin: 1,
   maxConcurrencyMax: 250,
@@ -41,9 +43,14 @@ export const limits = {
   visibilityTimeoutSecondsDefault: 30,
   visibilityTimeoutSecondsMax: 12 * 3_600,
   leaseWaitSecondsMax: 20,
+  /** The native API's max_deliveries. */
   maxDeliveriesMin: 1,
   maxDeliveriesMax: 100,
   maxDeliveriesDefault: 5,
+  /** What a cell accepts: a Worker consumer's max_retries = 100 means 101 deliveries. */
+  cellDeliveriesMax: maxRetriesMax + 1,
+  /** One page of the dead-letter set. */
+  deadPageMessagesMax: 1000,
 
   /** A Worker queue name: lowercase letters, digits and dashes (Cloudflare's rule). */
   queueNameCharsMax: 63,

@@ -11,7 +11,7 @@ import { WriteLoop } from "./write-loop.ts";
 
 const msPerSecond = 1000;
 const retentionMs = limits.retentionSeconds * msPerSecond;
-// Expired leases are handled in slices so one group never holds an unbounded transaction.
+// Expired leases and replays are read in slices, so no single query returns an unbounded list.
 const expirySliceRows = 1000;
 const moveSliceRows = 100;
 const moveRetryMs = 1000;
@@ -157,9 +157,16 @@ export class QueueCell {
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
-    const stored = this.store.getMeta("config");
-    const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
-    this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
+    try {
+      const stored = this.store.getMeta("config");
+      const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
+      this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
+      // Checked before anything is written: a refused open leaves the file as it was.
+      this.checkDeadLetterTarget(this.config);
+    } catch (error) {
+      this.store.close();
+      throw error;
+    }
     this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
     this.loop = new WriteLoop({
       transaction: (fn) => this.store.transaction(fn),
@@ -172,9 +179,8 @@ export class QueueCell {
       this.store.setMeta("config", JSON.stringify(this.config));
       this.store.setMeta("name", this.name);
     });
-    this.checkDeadLetterTarget(this.config);
     // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
-    void this.loop.submit(() => undefined);
+    this.loop.submit(() => undefined).catch((error: unknown) => this.onBackgroundError(error));
   }
 
   get queueConfig(): QueueConfig {
@@ -350,7 +356,10 @@ export class QueueCell {
     });
   }
 
-  /** Deletes the dead-letter set (`dead`) or every message of the queue (`all`). */
+  /**
+   * Deletes the dead-letter set (`dead`), or every message of the queue (`all`) except those
+   * already on their way into a dead-letter queue: they belong to that queue now.
+   */
   async purge(scope: "dead" | "all" = "all"): Promise<{ purged: number }> {
     this.assertOpen();
     return this.loop.submit(() => {
@@ -380,7 +389,7 @@ export class QueueCell {
   /** A page of the dead-letter set, oldest first; pass the last `seq` as `afterSeq` for the next. */
   async listDead(options: { afterSeq?: number; limit?: number } = {}): Promise<DeadMessage[]> {
     this.assertOpen();
-    const limit = checkRange("limit", options.limit ?? 100, 1, 1000, { integer: true });
+    const limit = checkRange("limit", options.limit ?? 100, 1, limits.deadPageMessagesMax, { integer: true });
     const after = options.afterSeq ?? 0;
     return this.loop.submit(() =>
       this.store.listByState(MessageState.dead, after, limit).map((m) => ({
@@ -411,11 +420,10 @@ export class QueueCell {
     this.assertOpen();
     const next = resolveQueueConfig(input, this.config, this.name);
     this.checkDeadLetterTarget(next);
-    return this.loop.submit(() => {
-      this.store.setMeta("config", JSON.stringify(next));
-      this.config = next;
-      return next;
-    });
+    await this.loop.submit(() => this.store.setMeta("config", JSON.stringify(next)));
+    // Only once it is durable: a failed commit leaves the old settings in force, as on disk.
+    this.config = next;
+    return next;
   }
 
   /**

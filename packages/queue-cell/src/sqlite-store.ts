@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { CellError } from "./errors.ts";
 import {
   MessageState,
   type CellStore,
@@ -143,10 +144,12 @@ export class SqliteCellStore implements CellStore {
       head: db.prepare(`SELECT ${headColumns} FROM messages WHERE id = ?`),
       setState: db.prepare("UPDATE messages SET state = ?, due_at = ? WHERE seq = ?"),
       resetToReady: db.prepare(
-        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0 WHERE seq = ?`,
+        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0,
+           lease_generation = lease_generation + 1 WHERE seq = ?`,
       ),
       unlease: db.prepare(
-        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0) WHERE seq = ?`,
+        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0),
+           lease_generation = lease_generation + 1 WHERE seq = ?`,
       ),
       remove: db.prepare("DELETE FROM messages WHERE seq = ?"),
       expiredLeases: db.prepare(
@@ -204,6 +207,11 @@ export class SqliteCellStore implements CellStore {
       // The rows rolled back; so must the totals kept beside them.
       this.counts = saved;
       this.oldestBacklog = savedOldest;
+      if (error instanceof Database.SqliteError) {
+        throw new CellError("ERR_STORAGE", `the queue's storage failed: ${error.message} (${error.code})`, {
+          cause: error,
+        });
+      }
       throw error;
     }
   }

@@ -79,7 +79,11 @@ export interface DueTimes {
 }
 
 export interface CellStore {
-  /** Runs `fn` atomically; when it returns, its writes are durable. A throw writes nothing. */
+  /**
+   * Runs `fn` atomically; when it returns, its writes are durable. A throw writes nothing. The
+   * backend's own I/O failures come out as CellError ERR_STORAGE (retryable); anything else that
+   * `fn` throws passes through unchanged.
+   */
   transaction<T>(fn: () => T): T;
 
   /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
@@ -89,9 +93,9 @@ export interface CellStore {
   head(id: string): MessageHead | undefined;
   /** Moves one row to `state` with a new dueAt; `from` is its current state (for the totals). */
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void;
-  /** Returns a leased row to ready and takes back the delivery its lease counted. */
+  /** Returns a leased row to ready, takes back the delivery its lease counted, new generation. */
   unlease(head: MessageHead, dueAtMs: number): void;
-  /** Moves a row to ready, resetting its delivery count (replay). */
+  /** Moves a row to ready, resetting its delivery count, with a new generation (replay). */
   resetToReady(head: MessageHead, dueAtMs: number): void;
   remove(head: MessageHead): void;
 

@@ -1,5 +1,6 @@
 import { CellError } from "./errors.ts";
 
+
 /** One call waiting for the next group commit. `run` executes inside the transaction. */
 interface Job {
   run: (nowMs: number) => unknown;
@@ -61,11 +62,9 @@ export class WriteLoop {
         for (let i = 0; i < jobs.length; i++) results[i] = jobs[i]!.run(nowMs);
       });
     } catch (error) {
-      const failure =
-        error instanceof CellError
-          ? error
-          : new CellError("ERR_STORAGE", `the queue cell could not commit: ${String(error)}`, { cause: error });
-      for (const job of jobs) job.reject(failure);
+      // A CellError (a storage failure) is what callers may retry. Anything else is a bug: it is
+      // passed on as it is, not dressed up as retryable.
+      for (const job of jobs) job.reject(error);
       return;
     }
     for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);

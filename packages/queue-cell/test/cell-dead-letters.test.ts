@@ -133,6 +133,19 @@ describe("replay", () => {
     await h.cell.close();
   });
 
+  test("a lease from before the dead-lettering cannot ack the replayed message", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await h.cell.send([text("m")]);
+    const [old] = await h.cell.lease({ max: 1, visibilityTimeoutSeconds: 1 });
+    h.clock.advance(1_000);
+    await settle();
+    expect((await h.cell.counts()).dead).toBe(1);
+    await h.cell.replay();
+    expect(await h.cell.ack(refs([old!]))).toMatchObject({ acked: 0, staleLeases: refs([old!]) });
+    expect((await h.cell.counts()).ready).toBe(1);
+    await h.cell.close();
+  });
+
   test("replays only those dead-lettered in [from, to)", async () => {
     const h = cellHarness({ config: { maxDeliveries: 1 } });
     const t0 = h.clock.now();

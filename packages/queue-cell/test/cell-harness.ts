@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import {
   ManualClock,
   QueueCell,
@@ -85,7 +86,7 @@ export class ObservedStore {
               const result = fn();
               if (this.failNext) {
                 this.failNext = false;
-                throw new Error("disk I/O error (injected)");
+                throw new Database.SqliteError("disk I/O error (injected)", "SQLITE_IOERR");
               }
               return result;
             });

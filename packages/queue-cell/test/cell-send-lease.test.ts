@@ -298,9 +298,43 @@ describe("release", () => {
     await h.cell.send([text("a")]);
     const [m] = await h.cell.lease({ max: 1 });
     expect(await h.cell.release(refs([m!]))).toEqual({ released: 1, staleLeases: [] });
+    // The released lease is stale at once: its holder let go.
+    expect(await h.cell.ack(refs([m!]))).toMatchObject({ acked: 0, staleLeases: refs([m!]) });
     const [again] = await h.cell.lease({ max: 1 });
     expect(again).toMatchObject({ id: m!.id, deliveries: 1 });
     expect(await h.cell.release(refs([m!]))).toEqual({ released: 0, staleLeases: refs([m!]) });
     await h.cell.close();
+  });
+});
+
+describe("opening and configuring", () => {
+  test("an open refused for its settings writes nothing; the file opens again as it was", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("kept")]);
+    await h.cell.close();
+    expect(() => h.open("q", { resolveCell: undefined, config: { deadLetter: { kind: "queue", queue: "elsewhere" } } })).toThrow(
+      /has no way to reach other queues/,
+    );
+    const again = h.open("q", { resolveCell: undefined });
+    expect(again.queueConfig.deadLetter).toEqual({ kind: "set" });
+    expect((await again.counts()).ready).toBe(1);
+    await again.close();
+  });
+
+  test("a settings change whose commit fails leaves the old settings in force", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "c", store: observed.wrap(), clock: h.clock });
+    observed.failNext = true;
+    await expect(cell.configure({ maxDeliveries: 9 })).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    expect(cell.queueConfig.maxDeliveries).toBe(limits.maxDeliveriesDefault);
+    await cell.close();
+  });
+
+  test("a Worker consumer's max_retries of 100 (101 deliveries) is a valid cell setting", () => {
+    const h = cellHarness();
+    const cell = h.open("w", { config: { maxDeliveries: limits.maxRetriesMax + 1 } });
+    expect(cell.queueConfig.maxDeliveries).toBe(101);
+    return cell.close();
   });
 });

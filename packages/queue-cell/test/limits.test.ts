@@ -137,7 +137,7 @@ test("delays must be whole seconds", async () => {
 
 describe("queue config bounds", () => {
   const cases: Array<[keyof Parameters<typeof resolveQueueConfig>[0], number, number]> = [
-    ["maxDeliveries", limits.maxDeliveriesMin, limits.maxDeliveriesMax],
+    ["maxDeliveries", limits.maxDeliveriesMin, limits.cellDeliveriesMax],
     ["visibilityTimeoutSeconds", limits.visibilityTimeoutSecondsMin, limits.visibilityTimeoutSecondsMax],
     ["deliveryDelaySeconds", 0, limits.delaySecondsMax],
   ];

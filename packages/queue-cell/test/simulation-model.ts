@@ -99,6 +99,7 @@ export class QueueModel {
       m.state = "ready";
       m.dueAt = nowMs;
       m.deliveries = 0;
+      m.generation += 1;
       // A replayed message starts a new life; it may be dead-lettered once more.
       this.deadLettered.delete(m.id);
       n++;

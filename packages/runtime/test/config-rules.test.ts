@@ -68,6 +68,25 @@ describe("deployment-wide rules", () => {
     ]);
   });
 
+  test("dead-letter queues that form a loop are refused, across files", () => {
+    const sources = files(
+      { name: "a", queues: { consumers: [{ queue: "orders", dead_letter_queue: "orders-dlq" }] } },
+      { name: "b", queues: { consumers: [{ queue: "orders-dlq", dead_letter_queue: "audit" }, { queue: "audit", dead_letter_queue: "orders" }] } },
+    );
+    expect(issuesOf(() => parseDeployment(sources, everyFileExists))).toEqual([
+      {
+        file: "b.json",
+        path: "queues.consumers[1].dead_letter_queue",
+        message:
+          "dead-letter queues form a loop (audit -> orders -> orders-dlq -> audit); a message dead-lettered " +
+          "around a loop would come back to a queue that already took it once and be dropped there",
+      },
+    ]);
+    // A chain without a loop is fine.
+    const chain = files({ name: "c", queues: { consumers: [{ queue: "x", dead_letter_queue: "y" }, { queue: "y", dead_letter_queue: "z" }] } });
+    expect(parseDeployment(chain, everyFileExists).queues).toEqual(["x", "y", "z"]);
+  });
+
   test("Worker names are unique across the deployment", () => {
     const sources = files({ name: "a" }, { name: "b" }, { name: "a" }).map((f, i) => ({ ...f, path: `${i}.json` }));
     expect(issuesOf(() => parseDeployment(sources, everyFileExists))).toEqual([

@@ -23,6 +23,7 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
 
   const nameOwner = new Map<string, string>();
   const consumerOwner = new Map<string, string>();
+  const deadLetterOf = new Map<string, { file: string; path: string; target: string }>();
   for (const { file, dir, data } of files) {
     const name = rawString(data, "name");
     const nameTakenBy = name === undefined ? undefined : nameOwner.get(name);
@@ -48,13 +49,24 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
         const why = "only one script may consume a queue";
         report(file, `${at}.queue`, `queue ${showValue(queue)} is already consumed by ${owner}; ${why}`);
       }
-      if (rawString(entry, "dead_letter_queue") === queue) {
+      const target = rawString(entry, "dead_letter_queue");
+      if (target === queue) {
         const why = "a queue cannot be its own dead-letter queue";
         report(file, `${at}.dead_letter_queue`, `${showValue(queue)} is the consumer's own queue; ${why}`);
+      } else if (target !== undefined) {
+        deadLetterOf.set(queue, { file, path: `${at}.dead_letter_queue`, target });
       }
     }
 
     for (const duplicate of duplicateBindings(data)) report(file, duplicate.path, duplicate.message);
+  }
+
+  for (const cycle of deadLetterCycles(deadLetterOf)) {
+    const first = deadLetterOf.get(cycle[0]!)!;
+    const why =
+      "a message dead-lettered around a loop would come back to a queue that already took it once " +
+      "and be dropped there";
+    report(first.file, first.path, `dead-letter queues form a loop (${[...cycle, cycle[0]].join(" -> ")}); ${why}`);
   }
 
   // A file that could not be parsed hides its Worker's name: a reference to it is not an error yet.
@@ -117,4 +129,25 @@ function workerReferences(data: unknown): { path: string; name: string }[] {
   add(rawEntries(data, ["services"]), "services", "service");
   add(rawEntries(data, ["durable_objects", "bindings"]), "durable_objects.bindings", "script_name");
   return refs;
+}
+
+/** Each loop of queue -> dead_letter_queue links once, starting from its smallest queue name. */
+function deadLetterCycles(links: ReadonlyMap<string, { target: string }>): string[][] {
+  const cycles: string[][] = [];
+  const seen = new Set<string>();
+  for (const start of [...links.keys()].sort()) {
+    const path: string[] = [];
+    let at: string | undefined = start;
+    while (at !== undefined && !seen.has(at) && !path.includes(at)) {
+      path.push(at);
+      at = links.get(at)?.target;
+    }
+    if (at !== undefined && path.includes(at)) {
+      const loop = path.slice(path.indexOf(at));
+      const smallest = [...loop].sort()[0]!;
+      cycles.push([...loop.slice(loop.indexOf(smallest)), ...loop.slice(0, loop.indexOf(smallest))]);
+    }
+    path.forEach((q) => seen.add(q));
+  }
+  return cycles;
 }
