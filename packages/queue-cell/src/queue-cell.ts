@@ -146,6 +146,7 @@ export class QueueCell {
   private timerAtMs: number | undefined;
   private mover: Promise<void> | undefined;
   private closed = false;
+  private lastActivityMs = 0;
 
   constructor(options: QueueCellOptions) {
     this.name = options.name;
@@ -171,7 +172,10 @@ export class QueueCell {
     this.loop = new WriteLoop({
       transaction: (fn) => this.store.transaction(fn),
       now: () => this.now(),
-      beforeGroup: (nowMs) => this.maintain(nowMs),
+      beforeGroup: (nowMs) => {
+        this.lastActivityMs = nowMs;
+        this.maintain(nowMs);
+      },
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
     this.waiters = new LeaseWaiters(this.clock);
@@ -472,6 +476,19 @@ export class QueueCell {
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * When the cell last did anything, if nothing is going on that needs it open: no call in
+   * flight, no waiting lease, no lease to expire, no dead-letter move. Otherwise undefined.
+   * Delayed messages and retention need no open cell: the next open applies what fell due.
+   */
+  idleSince(): number | undefined {
+    if (this.closed || this.loop.queued > 0 || this.producerCallsInFlight > 0) return undefined;
+    if (this.waiters.size > 0 || this.mover !== undefined) return undefined;
+    const totals = this.store.totals();
+    if (totals.leased > 0 || totals.moving > 0) return undefined;
+    return this.lastActivityMs;
   }
 
   // ---- inside the write loop ----

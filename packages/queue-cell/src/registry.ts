@@ -14,6 +14,11 @@ export interface CellRegistryOptions {
   clock?: Clock;
   durability?: Durability;
   onBackgroundError?: (error: unknown) => void;
+  /**
+   * Close a cell after it has been idle this long (see QueueCell.idleSince); it reopens on the
+   * next use. Unset: cells stay open until closed.
+   */
+  idleCloseMs?: number;
 }
 
 /**
@@ -30,6 +35,38 @@ export class CellRegistry {
     this.dir = join(options.dataDir, "cells");
     this.clock = options.clock ?? systemClock;
     mkdirSync(this.dir, { recursive: true });
+    if (options.idleCloseMs !== undefined) this.armIdleSweep(options.idleCloseMs);
+  }
+
+  private cancelIdleSweep: (() => void) | undefined;
+
+  /**
+   * Closes every open cell idle for at least `idleMs`; returns their names. A timer calls it when
+   * `idleCloseMs` is set; tests call it directly.
+   */
+  async closeIdle(idleMs: number): Promise<string[]> {
+    const closed: string[] = [];
+    for (const [name, opening] of [...this.cells]) {
+      const cell = await opening.catch(() => undefined);
+      const since = cell?.idleSince();
+      if (cell === undefined || since === undefined || this.clock.now() - since < idleMs) continue;
+      // Still the same cell and still idle after the await: nothing else reopened or used it.
+      if (this.cells.get(name) !== opening || cell.idleSince() === undefined) continue;
+      this.cells.delete(name);
+      await cell.close();
+      closed.push(name);
+    }
+    return closed;
+  }
+
+  private armIdleSweep(idleMs: number): void {
+    this.cancelIdleSweep = this.clock.schedule(this.clock.now() + Math.max(1000, idleMs / 2), () => {
+      void this.closeIdle(idleMs)
+        .catch((error: unknown) => this.options.onBackgroundError?.(error))
+        .finally(() => {
+          if (this.cancelIdleSweep !== undefined) this.armIdleSweep(idleMs);
+        });
+    });
   }
 
   /** The open cell for `name`, opening (and creating) it on first use. */
@@ -94,6 +131,9 @@ export class CellRegistry {
   }
 
   async closeAll(): Promise<void> {
+    const cancel = this.cancelIdleSweep;
+    this.cancelIdleSweep = undefined;
+    cancel?.();
     await Promise.all(this.openNames().map((name) => this.close(name)));
   }
 

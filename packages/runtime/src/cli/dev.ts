@@ -5,6 +5,8 @@ import type { DevArgs } from "./args.ts";
 
 /** How long in-flight batches may run on shutdown before they are handed back to their queues. */
 const shutdownGraceMs = 10_000;
+/** A queue nobody has used for this long gives back its file handle and memory until next use. */
+const cellIdleCloseMs = 5 * 60_000;
 
 /** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT/SIGTERM. */
 export async function dev(args: DevArgs): Promise<number> {
@@ -21,7 +23,14 @@ export async function dev(args: DevArgs): Promise<number> {
   }
   for (const warning of deployment.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
 
-  const host: Host = await startHost({ deployment, dataDir: args.dataDir, port: args.port, host: args.host, log });
+  const host: Host = await startHost({
+    deployment,
+    dataDir: args.dataDir,
+    port: args.port,
+    host: args.host,
+    log,
+    cellIdleCloseMs,
+  });
   const first = deployment.workers[0]!;
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
   log.info(`data directory: ${args.dataDir}`);

@@ -19,6 +19,8 @@ export interface HostOptions {
   clock?: Clock;
   log?: HostLog;
   durability?: Durability;
+  /** Close a queue's cell after it has been idle this long (it reopens on use). Unset: never. */
+  cellIdleCloseMs?: number;
   /** Consumer wall-time limit in seconds (15 minutes unless a test sets less). */
   consumerWallTimeSeconds?: number;
   onBatch?: (report: BatchReport) => void;
@@ -44,6 +46,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     dataDir: options.dataDir,
     clock,
     durability: options.durability ?? "full",
+    idleCloseMs: options.cellIdleCloseMs,
     onBackgroundError: (error) => log.error("a queue cell's background work failed; it will be retried", error),
   });
   const queues = new QueuesPlugin({

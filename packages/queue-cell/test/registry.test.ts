@@ -1,0 +1,73 @@
+import { existsSync } from "node:fs";
+import { expect, test } from "vitest";
+import { CellRegistry, ManualClock } from "../src/index.ts";
+import { settle, text } from "./cell-harness.ts";
+import { tempDir } from "./temp-dir.ts";
+
+test("cells open lazily, once per name, each in its own file", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off" });
+  expect(registry.openNames()).toEqual([]);
+  const [a, again] = await Promise.all([registry.open("orders"), registry.open("orders")]);
+  expect(a).toBe(again);
+  const b = await registry.open("orgs/o/projects/p/envs/e/queues/orders");
+  expect(registry.pathOf("orders")).not.toBe(registry.pathOf("orgs/o/projects/p/envs/e/queues/orders"));
+  expect(existsSync(registry.pathOf("orders"))).toBe(true);
+  await a.send([text("x")]);
+  await b.send([text("y")]);
+  expect(registry.storedNames()).toEqual(["orders", "orgs/o/projects/p/envs/e/queues/orders"]);
+  await registry.closeAll();
+});
+
+test("an idle cell closes and reopens on next use with its messages", async () => {
+  const clock = new ManualClock();
+  const registry = new CellRegistry({ dataDir: tempDir(), clock, durability: "off" });
+  const cell = await registry.open("q");
+  await cell.send([text("kept")]);
+  clock.advance(59_000);
+  expect(await registry.closeIdle(60_000)).toEqual([]);
+  clock.advance(1_000);
+  expect(await registry.closeIdle(60_000)).toEqual(["q"]);
+  expect(cell.isClosed).toBe(true);
+  const reopened = await registry.open("q");
+  expect(reopened).not.toBe(cell);
+  expect((await reopened.counts()).ready).toBe(1);
+  await registry.closeAll();
+});
+
+test("a cell with a waiting lease or a leased message is not idle", async () => {
+  const clock = new ManualClock();
+  const registry = new CellRegistry({ dataDir: tempDir(), clock, durability: "off" });
+  const cell = await registry.open("q");
+  const waiting = cell.lease({ max: 1, waitSeconds: 20 });
+  await settle();
+  clock.advance(10_000);
+  expect(await registry.closeIdle(1_000)).toEqual([]);
+  await cell.send([text("m")]);
+  const [m] = await waiting;
+  clock.advance(10_000);
+  expect(await registry.closeIdle(1_000)).toEqual([]);
+  await cell.ack([{ id: m!.id, leaseGeneration: m!.leaseGeneration }]);
+  clock.advance(10_000);
+  expect(await registry.closeIdle(1_000)).toEqual(["q"]);
+  await registry.closeAll();
+});
+
+test("with idleCloseMs set, a timer closes idle cells", async () => {
+  const clock = new ManualClock();
+  const registry = new CellRegistry({ dataDir: tempDir(), clock, durability: "off", idleCloseMs: 60_000 });
+  const cell = await registry.open("q");
+  await cell.send([text("m")]);
+  clock.advance(90_000);
+  await settle();
+  expect(cell.isClosed).toBe(true);
+  await registry.closeAll();
+  expect(clock.pendingTimers()).toBe(0);
+});
+
+test("drop removes a queue's file", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off" });
+  await (await registry.open("gone")).send([text("m")]);
+  await registry.drop("gone");
+  expect(existsSync(registry.pathOf("gone"))).toBe(false);
+  expect(registry.storedNames()).toEqual([]);
+});
