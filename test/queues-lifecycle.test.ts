@@ -147,3 +147,18 @@ test("max_retries at its bound (100) deploys: the queue allows 101 deliveries", 
   const h = await start(config, p.dataDir);
   expect((await h.cell("jobs")).queueConfig.maxDeliveries).toBe(101);
 });
+
+test("a handler's console output and its thrown error, with its stack, reach the host's log", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]`);
+  const h = await start(config, p.dataDir);
+  await send(h, { mode: "log", text: "hello from queue()" });
+  await send(h, { mode: "throw" });
+  await eventually(
+    () => (h.log.lines.some((l) => l.includes("handler failed on purpose")) ? true : undefined),
+    "the thrown error in the log",
+  );
+  const lines = h.log.lines.join("\n");
+  expect(lines).toContain("stdout: handler says: hello from queue()");
+  expect(lines).toMatch(/stderr: \[celld\] queue\(\) handler for "jobs" threw: Error: handler failed on purpose/);
+  expect(lines).toMatch(/at Object\.queue/);
+});

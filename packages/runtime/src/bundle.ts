@@ -38,11 +38,24 @@ export function formatBundleMessage(m: BundleMessage): string {
   return m.line === undefined ? `${m.file}: ${m.text}` : `${m.file}:${m.line}:${m.column ?? 1}: ${m.text}`;
 }
 
-export async function bundleWorker(worker: WorkerConfig): Promise<{ code: string; modules: boolean }> {
+export interface BundleOptions {
+  /**
+   * Source of an entry module to bundle instead of `main` itself (it imports `main`); resolved
+   * from main's directory. The host uses it to wrap the Worker's handlers.
+   */
+  entrySource?: string;
+}
+
+export async function bundleWorker(
+  worker: WorkerConfig,
+  options: BundleOptions = {},
+): Promise<{ code: string; modules: boolean; exports: string[] }> {
   const workingDir = dirname(worker.configPath);
   try {
     const result = await build({
-      entryPoints: [worker.main],
+      ...(options.entrySource === undefined
+        ? { entryPoints: [worker.main] }
+        : { stdin: { contents: options.entrySource, resolveDir: dirname(worker.main), sourcefile: "celld-entry.js" } }),
       absWorkingDir: workingDir,
       bundle: true,
       write: false,
@@ -63,7 +76,7 @@ export async function bundleWorker(worker: WorkerConfig): Promise<{ code: string
     // A script with neither exports nor imports is a service-worker script (addEventListener);
     // Miniflare must load it as a plain script, not as a module.
     const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external);
-    return { code: output.text, modules };
+    return { code: output.text, modules, exports: meta.exports };
   } catch (error) {
     if (!isBuildFailure(error)) throw error;
     throw new BundleError(worker.name, error.errors.map((m) => toBundleMessage(m, workingDir, worker)));

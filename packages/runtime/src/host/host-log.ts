@@ -3,6 +3,8 @@ export interface HostLog {
   info(message: string): void;
   warn(message: string): void;
   error(message: string, error?: unknown): void;
+  /** A line workerd printed: a Worker's console output, or workerd's own warnings. */
+  runtime(line: string, stream: "stdout" | "stderr"): void;
 }
 
 export const consoleHostLog: HostLog = {
@@ -12,6 +14,7 @@ export const consoleHostLog: HostLog = {
     const detail = error instanceof Error ? (error.stack ?? error.message) : error === undefined ? "" : String(error);
     console.error(`[celld] error: ${message}${detail === "" ? "" : `\n${detail}`}`);
   },
+  runtime: (line, stream) => (stream === "stdout" ? process.stdout : process.stderr).write(`${line}\n`),
 };
 
 /** Keeps every line; for tests that check what the host reported. */
@@ -25,5 +28,8 @@ export class MemoryHostLog implements HostLog {
   }
   error(message: string, error?: unknown): void {
     this.lines.push(`error: ${message}${error === undefined ? "" : ` ${String(error)}`}`);
+  }
+  runtime(line: string, stream: "stdout" | "stderr"): void {
+    this.lines.push(`${stream}: ${line}`);
   }
 }

@@ -1,11 +1,14 @@
 import { join } from "node:path";
+import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
 import { CellRegistry, systemClock, type Clock, type Durability } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker } from "../bundle.ts";
-import type { Deployment } from "../config/index.ts";
+import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
+import { queueErrorShim } from "./queue-error-shim.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { workerOptions } from "./worker-options.ts";
 
@@ -63,7 +66,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     await queues.configureCells();
     const workers: WorkerOptions[] = [];
     for (const worker of options.deployment.workers) {
-      const own = workerOptions(worker, await bundleWorker(worker), (message) => log.warn(message));
+      const own = workerOptions(worker, await bundleFor(worker), (message) => log.warn(message));
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);
         Object.assign(own, extra, {
@@ -78,6 +81,10 @@ export async function startHost(options: HostOptions): Promise<Host> {
       host: options.host ?? "127.0.0.1",
       port: options.port ?? 8787,
       defaultPersistRoot: join(options.dataDir, "miniflare"),
+      handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+        createInterface({ input: stdout }).on("line", (line) => log.runtime(line, "stdout"));
+        createInterface({ input: stderr }).on("line", (line) => log.runtime(line, "stderr"));
+      },
     });
     const url = await miniflare.ready;
     const mf = miniflare;
@@ -98,4 +105,11 @@ export async function startHost(options: HostOptions): Promise<Host> {
     await registry.closeAll();
     throw error;
   }
+}
+
+/** A consumer's bundle gets the shim that prints what its queue() handler throws. */
+async function bundleFor(worker: WorkerConfig): Promise<{ code: string; modules: boolean }> {
+  const plain = await bundleWorker(worker);
+  if (worker.consumers.length === 0 || !plain.exports.includes("default")) return plain;
+  return bundleWorker(worker, { entrySource: queueErrorShim(worker.main) });
 }
