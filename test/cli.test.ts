@@ -95,3 +95,46 @@ test("unknown flags get the usage text", async () => {
   expect(await r.exited).toBe(2);
   expect(r.output()).toContain("Usage: celld dev");
 });
+
+test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+`,
+    "worker.js": `export default { async fetch(req, env) { await env.JOBS.send({ order: 7 }); return new Response("queued"); } };`,
+  });
+  const create = run(
+    ["keys", "create", "--org", "local", "--project", "local", "--env", "dev", "--scope", "events:write", "--scope", "events:read"],
+    p.dir,
+  );
+  expect(await create.exited).toBe(0);
+  const key = create.output().match(/^(ck_\S+)$/m)?.[1];
+  expect(key, create.output()).toBeDefined();
+
+  const list = run(["keys", "list"], p.dir);
+  expect(await list.exited).toBe(0);
+  expect(list.output()).toContain("orgs/local/projects/local/envs/dev");
+  expect(list.output()).not.toContain(key!);
+
+  const dev = run(["dev", "--port", "0", "--api-port", "0"], p.dir);
+  const [, url] = await waitFor(dev, /Worker "app" listening on (http:\/\/\S+)/);
+  const [, api] = await waitFor(dev, /queues API listening on (http:\/\/\S+)/);
+  await fetch(url!);
+  const lease = await fetch(`${api}/orgs/local/projects/local/envs/dev/queues/jobs:lease`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ max_messages: 10 }),
+  });
+  expect(lease.status).toBe(200);
+  const body = (await lease.json()) as { messages: Array<{ event: { data: unknown } }> };
+  expect(body.messages.map((m) => m.event.data)).toEqual([{ order: 7 }]);
+  const anonymous = await fetch(`${api}/orgs/local/projects/local/envs/dev/queues/jobs`);
+  expect(anonymous.status).toBe(401);
+  dev.kill("SIGINT");
+  expect(await dev.exited).toBe(0);
+});

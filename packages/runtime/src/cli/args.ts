@@ -24,11 +24,75 @@ export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
 
-       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--data DIR]
-       celld keys list [--data DIR]
-       celld keys revoke KEY_ID [--data DIR]`;
+       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR]
+       celld keys list [--all] [--data DIR]
+       celld keys revoke KEY_ID [--data DIR]
+
+  scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
 
 const configNames = ["wrangler.toml", "wrangler.jsonc", "wrangler.json"];
+
+export interface KeysArgs {
+  action: "create" | "list" | "revoke";
+  dataDir: string;
+  org?: string;
+  project?: string;
+  env?: string;
+  scopes: string[];
+  name?: string;
+  keyId?: string;
+  includeRevoked: boolean;
+}
+
+/** `celld keys ...`: the data directory is found as `celld dev` finds it. */
+export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
+  const [action, ...rest] = argv;
+  if (action !== "create" && action !== "list" && action !== "revoke") {
+    throw new UsageError(`celld keys takes create, list or revoke, got ${action === undefined ? "nothing" : `"${action}"`}`);
+  }
+  const { values, positionals } = parseArgs({
+    args: rest,
+    options: {
+      config: { type: "string", short: "c" },
+      data: { type: "string" },
+      org: { type: "string" },
+      project: { type: "string" },
+      env: { type: "string" },
+      scope: { type: "string", multiple: true },
+      name: { type: "string" },
+      all: { type: "boolean" },
+    },
+    strict: true,
+    allowPositionals: action === "revoke",
+  });
+  let dataDir = values.data === undefined ? undefined : resolve(cwd, values.data);
+  if (dataDir === undefined) {
+    const config =
+      values.config === undefined
+        ? configNames.map((n) => join(cwd, n)).find((p) => existsSync(p))
+        : resolve(cwd, values.config);
+    if (config === undefined) throw new UsageError("pass --data DIR (or -c FILE, or run where the wrangler config is)");
+    dataDir = join(dirname(config), ".celld");
+  }
+  if (action === "create") {
+    for (const flag of ["org", "project", "env"] as const) {
+      if (values[flag] === undefined) throw new UsageError(`celld keys create needs --${flag}`);
+    }
+    if (values.scope === undefined) throw new UsageError("celld keys create needs at least one --scope");
+  }
+  if (action === "revoke" && positionals.length !== 1) throw new UsageError("celld keys revoke takes one KEY_ID");
+  return {
+    action,
+    dataDir,
+    org: values.org,
+    project: values.project,
+    env: values.env,
+    scopes: values.scope ?? [],
+    name: values.name,
+    keyId: positionals[0],
+    includeRevoked: values.all === true,
+  };
+}
 
 export function parseDevArgs(argv: string[], cwd: string): DevArgs {
   const { values } = parseArgs({

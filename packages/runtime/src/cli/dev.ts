@@ -1,3 +1,4 @@
+import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { formatIssue, isConfigError, loadDeployment } from "../config/index.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
@@ -31,8 +32,30 @@ export async function dev(args: DevArgs): Promise<number> {
     log,
     cellIdleCloseMs,
   });
+  let api: ApiServer | undefined;
+  let apiKeys: ApiKeyStore | undefined;
+  if (args.apiPort !== undefined) {
+    try {
+      apiKeys = ApiKeyStore.open(args.dataDir);
+      const queues = deployment.queues;
+      api = await startApiServer({
+        registry: host.registry,
+        keys: apiKeys,
+        dataDir: args.dataDir,
+        port: args.apiPort,
+        host: args.host,
+        workerQueues: { declared: () => queues },
+        onInternalError: (error) => log.error("the queues API failed a request", error),
+      });
+    } catch (error) {
+      apiKeys?.close();
+      await host.close();
+      throw error;
+    }
+  }
   const first = deployment.workers[0]!;
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
+  if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
   log.info(`data directory: ${args.dataDir}`);
   if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
 
@@ -45,7 +68,11 @@ export async function dev(args: DevArgs): Promise<number> {
       }
       stopping = true;
       log.info(`${signal}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
-      host.close(shutdownGraceMs).then(
+      const closeApi = async (): Promise<void> => {
+        await api?.close();
+        apiKeys?.close();
+      };
+      closeApi().then(() => host.close(shutdownGraceMs)).then(
         () => {
           log.info("stopped");
           resolve(0);

@@ -1,12 +1,16 @@
 import { isBundleError, formatBundleMessage } from "../bundle.ts";
-import { UsageError, parseDevArgs, usage } from "./args.ts";
+import { ApiError } from "../api/index.ts";
+import { UsageError, parseDevArgs, parseKeysArgs, usage } from "./args.ts";
 import { dev } from "./dev.ts";
+import { keys } from "./keys.ts";
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "dev":
       return dev(parseDevArgs(rest, process.cwd()));
+    case "keys":
+      return keys(parseKeysArgs(rest, process.cwd()));
     case undefined:
     case "help":
     case "--help":
@@ -24,6 +28,9 @@ try {
   if (error instanceof UsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
     console.error(`celld: ${(error as Error).message}\n\n${usage}`);
     process.exitCode = 2;
+  } else if (error instanceof ApiError) {
+    console.error(`celld: ${error.message}`);
+    process.exitCode = 1;
   } else if (isBundleError(error)) {
     console.error(`celld: the Worker could not be bundled:`);
     for (const m of error.messages) console.error(`  ${formatBundleMessage(m)}`);

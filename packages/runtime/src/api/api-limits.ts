@@ -1,0 +1,58 @@
+import { limits } from "@celld/queue-cell";
+
+/**
+ * Bounds that exist only at the HTTP edge. Every queue bound (message bytes, batch size, lease
+ * size, visibility, wait, delays, deliveries) comes from `limits` in @celld/queue-cell; these are
+ * the ones a cell never sees: request bodies, JSON shape, names, pages, keys, subscriptions.
+ * They stay here, at the edge that enforces them, because the cell package knows nothing of HTTP;
+ * where one matches a queue bound it is derived from `limits`, not repeated.
+ */
+export const apiLimits = {
+  /**
+   * A send or publish body. The events of one call are at most `batchBytesMax` once encoded;
+   * base64 (4/3) and JSON escaping need room above that, and four times covers both.
+   */
+  sendBodyBytesMax: limits.batchBytesMax * 4,
+  /** Every other body: a hundred lease references or a queue's settings fit many times over. */
+  controlBodyBytesMax: 64 * 1024,
+  /** Nesting of any JSON body, event data included. */
+  jsonDepthMax: 32,
+  /** Items of any one JSON array, event data included; the API's own arrays have tighter bounds. */
+  jsonArrayItemsMax: 10_000,
+
+  /** One segment of a resource name (org, project, env, queue, subscription). */
+  nameSegmentCharsMax: limits.queueNameCharsMax,
+  /** id, source, type, subject, dataschema and string extension values of a CloudEvent. */
+  eventAttributeCharsMax: 1024,
+  /** CloudEvents 1.0 caps extension attribute names at 20 characters. */
+  eventExtensionNameCharsMax: 20,
+  eventExtensionsMax: 32,
+
+  /** Default lease size when a lease names none: the batch a Worker consumer gets by default. */
+  leaseMessagesDefault: limits.maxBatchSizeDefault,
+  pageSizeDefault: 50,
+  pageSizeMax: 100,
+  /** Dead letters carry their bodies, so their pages are smaller. */
+  deadLetterPageSizeDefault: 10,
+  deadLetterPageSizeMax: limits.leaseMessagesMax,
+  pageTokenCharsMax: 200,
+
+  subscriptionsPerEnvMax: 100,
+  /** Patterns in one subscription's `types` or `sources`. */
+  subscriptionPatternsMax: 20,
+
+  apiKeyNameCharsMax: 100,
+
+  /** What a 429 tells the client to wait before retrying. */
+  retryAfterSeconds: 1,
+
+  /** A client must send its request headers within this, or gets 408 and a closed connection. */
+  headersTimeoutMs: 10_000,
+  /** ...and its whole request, body included. Long polls are unaffected: this ends at the body. */
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  /** How often Node checks the two timeouts above. */
+  timeoutCheckIntervalMs: 1_000,
+} as const;
+
+export type ApiLimits = typeof apiLimits;

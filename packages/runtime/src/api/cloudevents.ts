@@ -1,0 +1,320 @@
+import { limits, type OutgoingMessage } from "@celld/queue-cell";
+import { apiLimits } from "./api-limits.ts";
+import { ApiError } from "./errors.ts";
+import { checkString, describe, expectObject, fieldPath } from "./fields.ts";
+import { parseJsonText } from "./json-body.ts";
+import { isJsonMediaType, isMediaType, jsonMediaType, mediaEssence, v8MediaType } from "./media-types.ts";
+import { protoToParts, type PbCloudEvent } from "./proto-codec.ts";
+import { formatMs, formatRfc3339, parseRfc3339 } from "./timestamps.ts";
+
+/**
+ * CloudEvents 1.0 in and out of cells. A stored message keeps the event's `data` as its body,
+ * with the cell content type a Worker's queue() decodes it by (json, text, bytes, v8), and every
+ * other attribute as JSON in `attributes`. A message a Worker sent has no attributes: leasing it
+ * over the API synthesizes them.
+ */
+export type AttributeValue = string | number | boolean;
+export type Attributes = Record<string, AttributeValue>;
+
+export type Payload =
+  | { kind: "none" }
+  /** `value` is the parsed document when it is at hand, to spare a second parse. */
+  | { kind: "json"; text: string; value?: unknown }
+  | { kind: "text"; text: string }
+  | { kind: "bytes"; bytes: Uint8Array };
+
+export interface EventEnvelope {
+  /** specversion, id, source and type first, then the optional attributes, then extensions. */
+  attributes: Attributes;
+  payload: Payload;
+}
+
+/** The type a message sent by a Worker carries when it is leased over the API. */
+export const workerMessageEventType = "dev.celld.queues.message";
+
+const requiredAttributes = ["specversion", "id", "source", "type"] as const;
+const optionalAttributes = ["datacontenttype", "dataschema", "subject", "time"] as const;
+const known: ReadonlySet<string> = new Set<string>([...requiredAttributes, ...optionalAttributes]);
+const extensionName = new RegExp(`^[a-z0-9]{1,${apiLimits.eventExtensionNameCharsMax}}$`);
+const extensionBound = `1 to ${apiLimits.eventExtensionNameCharsMax} lowercase letters or digits`;
+const int32Min = -(2 ** 31);
+const int32Max = 2 ** 31 - 1;
+const absoluteUri = /^[A-Za-z][A-Za-z0-9+.-]*:\S*$/;
+const uriReference = /^[^\s\u0000-\u001f\u007f]+$/;
+const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A structured-mode JSON CloudEvent, checked attribute by attribute. */
+export function eventFromJson(value: unknown, field: string): EventEnvelope {
+  const obj = expectObject(value, field);
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(obj)) if (key !== "data" && key !== "data_base64") raw[key] = obj[key];
+  const attributes = checkAttributes(raw, field);
+  const contentType = attributes["datacontenttype"] as string | undefined;
+  const hasData = Object.hasOwn(obj, "data");
+  if (Object.hasOwn(obj, "data_base64")) {
+    if (hasData) {
+      throw new ApiError("invalid_argument", `${field} has both data and data_base64; an event carries one`, {
+        field: fieldPath(field, "data_base64"),
+        bound: "one of data, data_base64",
+      });
+    }
+    return { attributes, payload: { kind: "bytes", bytes: decodeBase64(fieldPath(field, "data_base64"), obj["data_base64"]) } };
+  }
+  if (!hasData) return { attributes, payload: { kind: "none" } };
+  const data = obj["data"];
+  // The JSON format reads an event without datacontenttype as application/json.
+  if (contentType === undefined || isJsonMediaType(contentType)) {
+    return { attributes, payload: { kind: "json", text: JSON.stringify(data), value: data } };
+  }
+  if (typeof data !== "string") {
+    throw new ApiError(
+      "invalid_argument",
+      `${field}.data must be a string when datacontenttype is ${JSON.stringify(contentType)} (not JSON); send binary data as data_base64`,
+      { field: fieldPath(field, "data"), bound: "a string" },
+    );
+  }
+  return { attributes, payload: { kind: "text", text: data } };
+}
+
+/** A protobuf-format CloudEvent, held to the same rules as a JSON one. */
+export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
+  const parts = protoToParts(pb);
+  for (const name of ["specversion", "id", "source", "type", "data", "data_base64"]) {
+    if (Object.hasOwn(pb.attributes ?? {}, name)) {
+      throw new ApiError("invalid_argument", `${field}.attributes must not hold ${name}, which has its own field`, {
+        field: `${field}.attributes.${name}`,
+        bound: "optional and extension attributes only",
+      });
+    }
+  }
+  const attributes = checkAttributes(parts.attributes, field);
+  const data = parts.data;
+  if (data.kind === "none") return { attributes, payload: data };
+  if (data.kind === "bytes") return { attributes, payload: data };
+  const contentType = attributes["datacontenttype"];
+  if (typeof contentType === "string" && isJsonMediaType(contentType)) {
+    // Kept as sent, once it is known to be JSON a Worker's queue() can parse.
+    const value = parseJsonText(data.text, `${field}.text_data`, `${field}.text_data`);
+    return { attributes, payload: { kind: "json", text: data.text, value } };
+  }
+  return { attributes, payload: { kind: "text", text: data.text } };
+}
+
+/**
+ * Checks the attributes of one event, whatever format brought them; returns them in canonical
+ * order. Unknown names that cannot be extension attributes are refused as unknown fields.
+ */
+export function checkAttributes(raw: Record<string, unknown>, field: string): Attributes {
+  const out: Attributes = {};
+  const specversion = raw["specversion"];
+  if (specversion !== "1.0") {
+    throw new ApiError("invalid_argument", `${fieldPath(field, "specversion")} must be "1.0", got ${describe(specversion)}`, {
+      field: fieldPath(field, "specversion"),
+      bound: '"1.0"',
+    });
+  }
+  out["specversion"] = "1.0";
+  for (const name of ["id", "source", "type"] as const) {
+    const path = fieldPath(field, name);
+    if (raw[name] === undefined) {
+      throw new ApiError("invalid_argument", `${path} is required`, {
+        field: path,
+        bound: `1 to ${apiLimits.eventAttributeCharsMax} characters`,
+      });
+    }
+    out[name] = checkString(path, raw[name], apiLimits.eventAttributeCharsMax);
+  }
+  if (!uriReference.test(out["source"] as string)) {
+    const path = fieldPath(field, "source");
+    throw invalid(path, "must be a URI-reference (no spaces or control characters)", raw["source"], "a URI-reference");
+  }
+  const contentType = raw["datacontenttype"];
+  if (contentType !== undefined) {
+    const path = fieldPath(field, "datacontenttype");
+    checkString(path, contentType, limits.contentTypeCharsMax);
+    if (!isMediaType(contentType as string)) {
+      throw invalid(path, "must be a media type such as application/json", contentType, "type/subtype[; parameters]");
+    }
+    out["datacontenttype"] = contentType as string;
+  }
+  const schema = raw["dataschema"];
+  if (schema !== undefined) {
+    const path = fieldPath(field, "dataschema");
+    checkString(path, schema, apiLimits.eventAttributeCharsMax);
+    if (!absoluteUri.test(schema as string)) throw invalid(path, "must be an absolute URI", schema, "an absolute URI");
+    out["dataschema"] = schema as string;
+  }
+  if (raw["subject"] !== undefined) {
+    out["subject"] = checkString(fieldPath(field, "subject"), raw["subject"], apiLimits.eventAttributeCharsMax);
+  }
+  const time = raw["time"];
+  if (time !== undefined) {
+    const path = fieldPath(field, "time");
+    const instant = typeof time === "string" ? parseRfc3339(time) : undefined;
+    if (instant === undefined) {
+      throw invalid(path, "must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z", time, "an RFC 3339 timestamp");
+    }
+    // Kept as UTC, so an event reads the same whichever wire format carried it in or out.
+    out["time"] = formatRfc3339(instant);
+  }
+  let extensions = 0;
+  for (const name of Object.keys(raw)) {
+    if (known.has(name)) continue;
+    const path = fieldPath(field, name);
+    if (!extensionName.test(name) || name === "data") {
+      throw new ApiError(
+        "unknown_field",
+        `unknown field ${path}; a CloudEvent extension attribute is named with ${extensionBound}`,
+        { field: path, bound: extensionBound },
+      );
+    }
+    extensions += 1;
+    if (extensions > apiLimits.eventExtensionsMax) {
+      throw new ApiError("out_of_range", `${field} has more than ${apiLimits.eventExtensionsMax} extension attributes`, {
+        field: field || undefined,
+        bound: `at most ${apiLimits.eventExtensionsMax} extension attributes`,
+      });
+    }
+    out[name] = checkExtensionValue(path, raw[name]);
+  }
+  return out;
+}
+
+function checkExtensionValue(path: string, value: unknown): AttributeValue {
+  if (typeof value === "boolean") return value;
+  if (typeof value === "string") return checkString(path, value, apiLimits.eventAttributeCharsMax, 0);
+  if (typeof value === "number" && Number.isInteger(value) && value >= int32Min && value <= int32Max) return value;
+  throw invalid(path, "must be a string, a boolean or a 32-bit integer", value, "a string, boolean or 32-bit integer");
+}
+
+function decodeBase64(path: string, value: unknown): Uint8Array {
+  if (typeof value !== "string" || !base64.test(value)) {
+    throw invalid(path, "must be standard base64 (RFC 4648, with padding)", value, "base64");
+  }
+  const buffer = Buffer.from(value, "base64");
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+}
+
+function invalid(field: string, what: string, value: unknown, bound: string): ApiError {
+  return new ApiError("invalid_argument", `${field} ${what}, got ${describe(value)}`, { field, bound });
+}
+
+/**
+ * The cell messages for a send, with every size bound checked here so the error names the event
+ * (`events[3]`) rather than the cell's view of it. The cell checks the same `limits` again.
+ */
+export function eventsToMessages(events: readonly EventEnvelope[], field: string): OutgoingMessage[] {
+  let total = 0;
+  const messages = events.map((event, i) => {
+    const message = eventToMessage(event);
+    const bytes = message.body.byteLength + Buffer.byteLength(message.attributes ?? "");
+    if (bytes > limits.messageBytesMax) {
+      throw new ApiError(
+        "message_too_large",
+        `${field}[${i}] is ${bytes} bytes (data plus attributes); a message may be at most ${limits.messageBytesMax} bytes`,
+        { field: `${field}[${i}]`, bound: `at most ${limits.messageBytesMax} bytes` },
+      );
+    }
+    total += bytes;
+    return message;
+  });
+  if (total > limits.batchBytesMax) {
+    throw new ApiError(
+      "batch_too_large",
+      `the ${field} of one call are ${total} bytes together (data plus attributes); the bound is ${limits.batchBytesMax} bytes`,
+      { field, bound: `at most ${limits.batchBytesMax} bytes` },
+    );
+  }
+  return messages;
+}
+
+export function eventToMessage(event: EventEnvelope): OutgoingMessage {
+  const attributes = JSON.stringify(event.attributes);
+  const payload = event.payload;
+  switch (payload.kind) {
+    case "json":
+      return { body: encoder.encode(payload.text), contentType: "json", attributes };
+    case "text":
+      return { body: encoder.encode(payload.text), contentType: "text", attributes };
+    case "bytes": {
+      // A v8 body sent back in (a Worker's message moved elsewhere) stays v8 for the next Worker.
+      const ct = event.attributes["datacontenttype"];
+      const v8 = typeof ct === "string" && mediaEssence(ct) === v8MediaType;
+      return { body: payload.bytes, contentType: v8 ? "v8" : "bytes", attributes };
+    }
+    case "none":
+      return { body: new Uint8Array(0), contentType: "bytes", attributes };
+  }
+}
+
+export interface StoredEvent {
+  id: string;
+  contentType: string;
+  attributes: string | null;
+  body: Uint8Array;
+  sentAt: number;
+}
+
+const workerContentTypes: Record<string, string> = {
+  json: jsonMediaType,
+  text: "text/plain",
+  bytes: "application/octet-stream",
+  v8: v8MediaType,
+};
+
+/**
+ * The event a stored message stands for. `source` names the queue, for messages a Worker sent,
+ * which carry no CloudEvent attributes of their own.
+ */
+export function eventFromStored(message: StoredEvent, source: string): EventEnvelope {
+  if (message.attributes !== null) {
+    const attributes = JSON.parse(message.attributes) as Attributes;
+    return { attributes, payload: storedPayload(message, false) };
+  }
+  const attributes: Attributes = {
+    specversion: "1.0",
+    id: message.id,
+    source,
+    type: workerMessageEventType,
+    datacontenttype: workerContentTypes[message.contentType] ?? "application/octet-stream",
+    time: formatMs(message.sentAt),
+  };
+  const payload = storedPayload(message, true);
+  if (payload.kind === "bytes" && message.contentType === "json") attributes["datacontenttype"] = "application/octet-stream";
+  return { attributes, payload };
+}
+
+function storedPayload(message: StoredEvent, fromWorker: boolean): Payload {
+  switch (message.contentType) {
+    case "json": {
+      const text = decoder.decode(message.body);
+      if (!fromWorker) return { kind: "json", text };
+      // The API checked its own JSON on the way in; a Worker's is checked on the way out.
+      try {
+        return { kind: "json", text, value: JSON.parse(text) };
+      } catch {
+        return { kind: "bytes", bytes: message.body };
+      }
+    }
+    case "text":
+      return { kind: "text", text: decoder.decode(message.body) };
+    default:
+      // An event sent with no data is stored as empty bytes.
+      return !fromWorker && message.body.byteLength === 0 ? { kind: "none" } : { kind: "bytes", bytes: message.body };
+  }
+}
+
+/** Structured-mode JSON: the attributes, then `data` or `data_base64`. */
+export function eventToJson(event: EventEnvelope): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...event.attributes };
+  const payload = event.payload;
+  if (payload.kind === "json") out["data"] = Object.hasOwn(payload, "value") ? payload.value : JSON.parse(payload.text);
+  else if (payload.kind === "text") out["data"] = payload.text;
+  else if (payload.kind === "bytes") {
+    const { buffer, byteOffset, byteLength } = payload.bytes;
+    out["data_base64"] = Buffer.from(buffer, byteOffset, byteLength).toString("base64");
+  }
+  return out;
+}

@@ -1,0 +1,100 @@
+import { isCellError, type CellErrorCode } from "@celld/queue-cell";
+
+/**
+ * Every error code the API answers with, and its HTTP status. Codes are stable: clients branch on
+ * them, so a code is never renamed or given another status. The message is for people.
+ */
+export const apiErrorStatus = {
+  /** A field has the wrong type or form (a bad id, a malformed CloudEvent attribute). */
+  invalid_argument: 400,
+  /** A field the route does not know; typos are refused rather than ignored. */
+  unknown_field: 400,
+  /** A number, count or length outside its bound. */
+  out_of_range: 400,
+  /** One message (encoded body plus attributes) over the message bound. */
+  message_too_large: 400,
+  /** The messages of one call together over the batch bound. */
+  batch_too_large: 400,
+  /** The body is not valid JSON, UTF-8 or protobuf. */
+  malformed_body: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  not_acceptable: 406,
+  already_exists: 409,
+  /** The request is well formed but the resource's state forbids it. */
+  failed_precondition: 409,
+  body_too_large: 413,
+  unsupported_media_type: 415,
+  /** The queue is taking too many sends at once; retry after Retry-After. Nothing was written. */
+  overloaded: 429,
+  internal: 500,
+  /** Storage failed or the server is stopping; retry. Nothing was written. */
+  unavailable: 503,
+} as const;
+
+export type ApiErrorCode = keyof typeof apiErrorStatus;
+
+export interface ApiErrorDetails {
+  field?: string;
+  bound?: string;
+  /** Extra members of the error object (publish reports the queues that did commit). */
+  extra?: Record<string, unknown>;
+  cause?: unknown;
+}
+
+export class ApiError extends Error {
+  readonly code: ApiErrorCode;
+  readonly status: number;
+  readonly field: string | undefined;
+  readonly bound: string | undefined;
+  readonly extra: Record<string, unknown> | undefined;
+
+  constructor(code: ApiErrorCode, message: string, details: ApiErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = `ApiError [${code}]`;
+    this.code = code;
+    this.status = apiErrorStatus[code];
+    this.field = details.field;
+    this.bound = details.bound;
+    this.extra = details.extra;
+  }
+
+  /** The JSON body every error answers with. */
+  toJSON(): { error: Record<string, unknown> } {
+    const error: Record<string, unknown> = { code: this.code, message: this.message };
+    if (this.field !== undefined) error["field"] = this.field;
+    if (this.bound !== undefined) error["bound"] = this.bound;
+    if (this.extra !== undefined) Object.assign(error, this.extra);
+    return { error };
+  }
+}
+
+const fromCellCode: Record<CellErrorCode, ApiErrorCode> = {
+  ERR_MESSAGE_TOO_LARGE: "message_too_large",
+  ERR_BATCH_TOO_LARGE: "batch_too_large",
+  ERR_BATCH_COUNT: "out_of_range",
+  ERR_DELAY_OUT_OF_RANGE: "out_of_range",
+  ERR_OUT_OF_RANGE: "out_of_range",
+  ERR_INVALID: "invalid_argument",
+  ERR_CELL_OVERLOADED: "overloaded",
+  ERR_CELL_CLOSED: "unavailable",
+  ERR_STORAGE: "unavailable",
+};
+
+/**
+ * What the client sees of any failure. The edge checks every bound before a cell is called, so a
+ * cell's input error reaching here means the two disagree; it still answers 400, not 500.
+ * Anything that is neither an ApiError nor a CellError is a bug: 500, with no internals shown.
+ */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (isCellError(error)) {
+    const code = fromCellCode[error.code];
+    const message =
+      code === "unavailable" ? "the queue is unavailable right now; retry shortly, nothing was written" : error.message;
+    return new ApiError(code, message, { field: error.field, bound: error.bound, cause: error });
+  }
+  return new ApiError("internal", "internal error", { cause: error });
+}

@@ -1,0 +1,103 @@
+import { ApiError } from "./errors.ts";
+
+/** A parsed JSON object whose members are checked one by one, each error naming its field. */
+export type JsonObject = Record<string, unknown>;
+
+export function fieldPath(prefix: string, key: string): string {
+  return prefix === "" ? key : `${prefix}.${key}`;
+}
+
+export function expectObject(value: unknown, field: string): JsonObject {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new ApiError("invalid_argument", `${field || "the request body"} must be a JSON object, got ${describe(value)}`, {
+      field: field || undefined,
+      bound: "a JSON object",
+    });
+  }
+  return value as JsonObject;
+}
+
+/** Unknown members are refused, not ignored: a misspelt `visibilty_timeout` must not pass silently. */
+export function refuseUnknown(obj: JsonObject, allowed: ReadonlySet<string>, prefix: string): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.has(key)) {
+      const known = [...allowed].join(", ");
+      throw new ApiError("unknown_field", `unknown field ${fieldPath(prefix, key)}; known fields here: ${known}`, {
+        field: fieldPath(prefix, key),
+        bound: known === "" ? "no fields" : `one of: ${known}`,
+      });
+    }
+  }
+}
+
+export function checkInt(field: string, value: unknown, min: number, max: number, unit = ""): number {
+  const bound = `${min} to ${max}${unit === "" ? "" : ` ${unit}`}`;
+  if (typeof value !== "number" || !Number.isInteger(value)) {
+    throw new ApiError("invalid_argument", `${field} must be a whole number from ${bound}, got ${describe(value)}`, {
+      field,
+      bound,
+    });
+  }
+  if (value < min || value > max) {
+    throw new ApiError("out_of_range", `${field} must be from ${bound}, got ${value}`, { field, bound });
+  }
+  return value;
+}
+
+export function optionalInt(
+  obj: JsonObject,
+  key: string,
+  prefix: string,
+  min: number,
+  max: number,
+  unit = "",
+): number | undefined {
+  const value = obj[key];
+  return value === undefined ? undefined : checkInt(fieldPath(prefix, key), value, min, max, unit);
+}
+
+export function checkString(field: string, value: unknown, maxChars: number, minChars = 1): string {
+  const bound = `${minChars} to ${maxChars} characters`;
+  if (typeof value !== "string") {
+    throw new ApiError("invalid_argument", `${field} must be a string of ${bound}, got ${describe(value)}`, {
+      field,
+      bound,
+    });
+  }
+  if (value.length < minChars || value.length > maxChars) {
+    throw new ApiError("out_of_range", `${field} must be ${bound} long, got ${value.length}`, { field, bound });
+  }
+  return value;
+}
+
+export function requiredString(obj: JsonObject, key: string, prefix: string, maxChars: number): string {
+  const field = fieldPath(prefix, key);
+  if (obj[key] === undefined) {
+    throw new ApiError("invalid_argument", `${field} is required`, { field, bound: `1 to ${maxChars} characters` });
+  }
+  return checkString(field, obj[key], maxChars);
+}
+
+export function checkArray(field: string, value: unknown, min: number, max: number, what: string): unknown[] {
+  const bound = `${min} to ${max} ${what}`;
+  if (!Array.isArray(value)) {
+    throw new ApiError("invalid_argument", `${field} must be an array of ${bound}, got ${describe(value)}`, {
+      field,
+      bound,
+    });
+  }
+  if (value.length < min || value.length > max) {
+    throw new ApiError("out_of_range", `${field} must hold ${bound}, got ${value.length}`, { field, bound });
+  }
+  return value;
+}
+
+/** A short rendering of a refused value for a message; never the whole of a large input. */
+export function describe(value: unknown): string {
+  if (value === undefined) return "nothing";
+  if (value === null) return "null";
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object") return "an object";
+  return String(value);
+}

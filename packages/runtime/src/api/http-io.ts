@@ -1,0 +1,127 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ApiError } from "./errors.ts";
+import { isJsonMediaType, isProtobufMediaType, jsonMediaType, protobufMediaType } from "./media-types.ts";
+
+export type WireFormat = "json" | "protobuf";
+
+/**
+ * Reads a request body of at most `capBytes`. A declared length over the cap is refused before a
+ * byte is read; a chunked body is refused as soon as it passes the cap, and the rest is never
+ * read (the reply closes the connection).
+ */
+export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer> {
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > capBytes) return Promise.reject(tooLarge(capBytes));
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const cleanup = (): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("aborted", onAborted);
+    };
+    const onData = (chunk: Buffer): void => {
+      total += chunk.byteLength;
+      if (total > capBytes) {
+        cleanup();
+        req.pause();
+        reject(tooLarge(capBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+    };
+    const onError = (error: Error): void => {
+      cleanup();
+      reject(error);
+    };
+    const onAborted = (): void => {
+      cleanup();
+      reject(new ApiError("malformed_body", "the client closed the connection before the body was complete"));
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("aborted", onAborted);
+  });
+}
+
+function tooLarge(capBytes: number): ApiError {
+  return new ApiError("body_too_large", `the request body is larger than ${capBytes} bytes`, {
+    bound: `at most ${capBytes} bytes`,
+  });
+}
+
+/** The body's format, from Content-Type. No Content-Type reads as JSON. */
+export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean): WireFormat {
+  const type = req.headers["content-type"];
+  if (type === undefined || type === "" || isJsonMediaType(type)) return "json";
+  if (speaksProtobuf && isProtobufMediaType(type)) return "protobuf";
+  const accepted = speaksProtobuf ? `${jsonMediaType} or ${protobufMediaType}` : jsonMediaType;
+  throw new ApiError("unsupported_media_type", `this route takes ${accepted}, not ${type}`, {
+    field: "Content-Type",
+    bound: accepted,
+  });
+}
+
+/** The answer's format: the first type of Accept this route can produce, else the request's. */
+export function responseFormat(req: IncomingMessage, speaksProtobuf: boolean, requestFormat: WireFormat): WireFormat {
+  const accept = req.headers["accept"];
+  if (accept === undefined || accept.trim() === "") return requestFormat;
+  for (const range of accept.split(",")) {
+    const type = range.split(";")[0]!.trim().toLowerCase();
+    if (type === "*/*" || type === "application/*") return requestFormat;
+    if (isJsonMediaType(type)) return "json";
+    if (speaksProtobuf && isProtobufMediaType(type)) return "protobuf";
+  }
+  const offered = speaksProtobuf ? `${jsonMediaType} or ${protobufMediaType}` : jsonMediaType;
+  throw new ApiError("not_acceptable", `this route answers with ${offered}; Accept allows neither`, {
+    field: "Accept",
+    bound: offered,
+  });
+}
+
+export function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  write(res, status, `${jsonMediaType}; charset=utf-8`, Buffer.from(JSON.stringify(value)), headers);
+}
+
+export function writeProtobuf(res: ServerResponse, status: number, bytes: Uint8Array): void {
+  write(res, status, protobufMediaType, bytes, {});
+}
+
+export function writeError(res: ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {
+  writeJson(res, error.status, error.toJSON(), headers);
+}
+
+function write(res: ServerResponse, status: number, type: string, body: Uint8Array, headers: Record<string, string>): void {
+  res.writeHead(status, {
+    "content-type": type,
+    "content-length": String(body.byteLength),
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    ...headers,
+  });
+  res.end(body);
+}
+
+/** Resolves true once the answer has been handed to the connection, false if it closed first. */
+export function delivered(res: ServerResponse): Promise<boolean> {
+  if (res.writableFinished) return Promise.resolve(true);
+  if (res.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onFinish = (): void => {
+      res.off("close", onClose);
+      resolve(true);
+    };
+    const onClose = (): void => {
+      res.off("finish", onFinish);
+      resolve(res.writableFinished);
+    };
+    res.once("finish", onFinish);
+    res.once("close", onClose);
+  });
+}

@@ -1,0 +1,31 @@
+/**
+ * Media types as CloudEvents' `datacontenttype` and HTTP's Content-Type carry them. Shared by the
+ * server and the client so both read a content type the same way.
+ */
+const mediaType = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(?:\s*;.*)?$/s;
+
+/** A Worker's structured-clone body: readable only by workerd's deserializer. */
+export const v8MediaType = "application/x-v8";
+export const protobufMediaType = "application/x-protobuf";
+export const jsonMediaType = "application/json";
+
+export function isMediaType(value: string): boolean {
+  return mediaType.test(value);
+}
+
+/** `type/subtype`, lowercased, without parameters. */
+export function mediaEssence(value: string): string {
+  const semicolon = value.indexOf(";");
+  return (semicolon < 0 ? value : value.slice(0, semicolon)).trim().toLowerCase();
+}
+
+/** application/json, text/json and every `+json` type (application/cloudevents+json, ...). */
+export function isJsonMediaType(value: string): boolean {
+  const essence = mediaEssence(value);
+  return essence === jsonMediaType || essence === "text/json" || essence.endsWith("+json");
+}
+
+export function isProtobufMediaType(value: string): boolean {
+  const essence = mediaEssence(value);
+  return essence === protobufMediaType || essence === "application/protobuf" || essence === "application/vnd.google.protobuf";
+}

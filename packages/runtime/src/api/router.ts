@@ -1,0 +1,118 @@
+import type { ServerResponse } from "node:http";
+import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
+import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
+import type { Catalog } from "./catalog.ts";
+import { ApiError } from "./errors.ts";
+import type { WireFormat } from "./http-io.ts";
+import type { ProtoTypeName } from "./proto-codec.ts";
+import type { QueueDirectory } from "./queue-directory.ts";
+
+export interface ApiDeps {
+  registry: CellRegistry;
+  keys: ApiKeyStore;
+  catalog: Catalog;
+  directory: QueueDirectory;
+  clock: Clock;
+  ids: UlidSource;
+}
+
+export interface RouteContext {
+  /** Path parameters, percent-decoded (not yet checked beyond the route's shape). */
+  params: Record<string, string>;
+  /** `orgs/{org}/projects/{project}/envs/{env}` of the path. */
+  env: string;
+  query: URLSearchParams;
+  /** The parsed JSON body, or the decoded protobuf message of the route's request type. */
+  body: unknown;
+  requestFormat: WireFormat;
+  responseFormat: WireFormat;
+  key: ApiKeyInfo;
+  deps: ApiDeps;
+  /** Aborts when the client goes away before the answer is written. */
+  clientGone: AbortSignal;
+  /** Aborts when the server is shutting down: long polls answer at once. */
+  stopping: AbortSignal;
+  res: ServerResponse;
+}
+
+export interface Reply {
+  status?: number;
+  json?: unknown;
+  protobuf?: Uint8Array;
+  /** Told whether the answer reached the connection: a lease nacks what it could not hand over. */
+  afterWrite?: (delivered: boolean) => Promise<void>;
+}
+
+/** `send`: a send or publish body; `control`: any other body; `none`: the route reads no body. */
+export type BodyKind = "none" | "control" | "send";
+
+export interface Route {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  /** `/v1/orgs/{org}/projects/{project}/envs/{env}/queues/{queue}:send` */
+  path: string;
+  scope: ApiScope;
+  body: BodyKind;
+  /** The protobuf request type, for routes that speak protobuf as well as JSON. */
+  protobuf?: ProtoTypeName;
+  /** Query parameters the route takes; any other is refused. */
+  query?: readonly string[];
+  handle: (ctx: RouteContext) => Promise<Reply>;
+}
+
+interface CompiledRoute extends Route {
+  pattern: RegExp;
+  names: string[];
+}
+
+export type RouteMatch =
+  | { kind: "found"; route: Route; params: Record<string, string> }
+  | { kind: "method"; allowed: string[] }
+  | { kind: "none" };
+
+export class Router {
+  private readonly routes: CompiledRoute[];
+
+  constructor(routes: readonly Route[]) {
+    this.routes = routes.map((route) => {
+      const names: string[] = [];
+      const source = route.path
+        .split(/(\{[a-z]+\})/)
+        .map((part) => {
+          const param = /^\{([a-z]+)\}$/.exec(part);
+          if (param === null) return part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+          names.push(param[1]!);
+          return "([^/:]+)";
+        })
+        .join("");
+      return { ...route, pattern: new RegExp(`^${source}$`), names };
+    });
+  }
+
+  match(method: string, path: string): RouteMatch {
+    const allowed: string[] = [];
+    for (const route of this.routes) {
+      const m = route.pattern.exec(path);
+      if (m === null) continue;
+      if (route.method !== method) {
+        allowed.push(route.method);
+        continue;
+      }
+      const params: Record<string, string> = {};
+      route.names.forEach((name, i) => (params[name] = decodeSegment(name, m[i + 1]!)));
+      return { kind: "found", route, params };
+    }
+    return allowed.length > 0 ? { kind: "method", allowed } : { kind: "none" };
+  }
+
+  list(): ReadonlyArray<Pick<Route, "method" | "path" | "scope">> {
+    return this.routes.map(({ method, path, scope }) => ({ method, path, scope }));
+  }
+}
+
+function decodeSegment(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new ApiError("invalid_argument", `the ${name} in the path is not valid percent-encoding`, { field: name });
+  }
+}

@@ -1,0 +1,104 @@
+import { apiLimits } from "./api-limits.ts";
+import { eventFromStored, eventToJson } from "./cloudevents.ts";
+import { ApiError } from "./errors.ts";
+import { describe, expectObject, refuseUnknown } from "./fields.ts";
+import { pageTokenAfter, readPage } from "./paging.ts";
+import { queueNameOf } from "./routes-queues.ts";
+import type { Reply, Route, RouteContext } from "./router.ts";
+import { formatMs, instantToMs, parseRfc3339 } from "./timestamps.ts";
+
+/**
+ * A queue's dead-letter set: list it, replay it (all, or what was dead-lettered in a time range)
+ * with a fresh delivery count, purge it. Listing shows message data, so it needs events:write
+ * like leasing does, not events:read.
+ */
+const item = "/v1/orgs/{org}/projects/{project}/envs/{env}/queues/{queue}";
+
+export const deadLetterRoutes: Route[] = [
+  {
+    method: "GET",
+    path: `${item}/dead-letters`,
+    scope: "events:write",
+    body: "none",
+    query: ["page_size", "page_token"],
+    handle: listDeadLetters,
+  },
+  { method: "POST", path: `${item}:replay`, scope: "events:write", body: "control", handle: replay },
+  { method: "POST", path: `${item}:purge`, scope: "events:write", body: "control", handle: purge },
+];
+
+const replayFields: ReadonlySet<string> = new Set(["from", "to"]);
+const purgeFields: ReadonlySet<string> = new Set(["scope"]);
+const purgeScopes = { dead_letters: "dead", all: "all" } as const;
+
+async function listDeadLetters(ctx: RouteContext): Promise<Reply> {
+  const name = queueNameOf(ctx);
+  const page = readPage(ctx.query, apiLimits.deadLetterPageSizeDefault, apiLimits.deadLetterPageSizeMax);
+  const afterSeq = page.after === "" ? 0 : Number(page.after);
+  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+    throw new ApiError("invalid_argument", "page_token is not a token this list returned", {
+      field: "page_token",
+      bound: "a next_page_token from the previous page",
+    });
+  }
+  return ctx.deps.directory.withCell(name, async (cell, row) => {
+    const dead = await cell.listDead({ afterSeq, limit: page.size + 1 });
+    const shown = dead.slice(0, page.size);
+    const source = `/${row.name}`;
+    const json: Record<string, unknown> = {
+      dead_letters: shown.map((m) => ({
+        id: m.id,
+        dead_letter_time: formatMs(m.deadAt),
+        delivery_count: m.deliveries,
+        send_time: formatMs(m.sentAt),
+        event: eventToJson(eventFromStored(m, source)),
+      })),
+    };
+    if (dead.length > page.size) json["next_page_token"] = pageTokenAfter(String(shown[shown.length - 1]!.seq));
+    return { json };
+  });
+}
+
+async function replay(ctx: RouteContext): Promise<Reply> {
+  const name = queueNameOf(ctx);
+  const body = expectObject(ctx.body, "");
+  refuseUnknown(body, replayFields, "");
+  const fromMs = readTime(body["from"], "from");
+  const toMs = readTime(body["to"], "to");
+  if (fromMs !== undefined && toMs !== undefined && toMs < fromMs) {
+    throw new ApiError("out_of_range", `to (${String(body["to"])}) is before from (${String(body["from"])})`, {
+      field: "to",
+      bound: "at or after from",
+    });
+  }
+  const result = await ctx.deps.directory.withCell(name, (cell) => cell.replay({ fromMs, toMs }));
+  return { json: { replayed: result.replayed } };
+}
+
+async function purge(ctx: RouteContext): Promise<Reply> {
+  const name = queueNameOf(ctx);
+  const body = expectObject(ctx.body, "");
+  refuseUnknown(body, purgeFields, "");
+  const scope = body["scope"];
+  if (scope !== "dead_letters" && scope !== "all") {
+    // No default: a purge that empties the whole queue must be asked for by name.
+    throw new ApiError("invalid_argument", `scope must be "dead_letters" or "all", got ${describe(scope)}`, {
+      field: "scope",
+      bound: '"dead_letters" or "all"',
+    });
+  }
+  const result = await ctx.deps.directory.withCell(name, (cell) => cell.purge(purgeScopes[scope]));
+  return { json: { purged: result.purged } };
+}
+
+function readTime(value: unknown, field: string): number | undefined {
+  if (value === undefined) return undefined;
+  const instant = typeof value === "string" ? parseRfc3339(value) : undefined;
+  if (instant === undefined || instant.seconds < 0) {
+    throw new ApiError("invalid_argument", `${field} must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z, got ${describe(value)}`, {
+      field,
+      bound: "an RFC 3339 timestamp after 1970",
+    });
+  }
+  return instantToMs(instant);
+}

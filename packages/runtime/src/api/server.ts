@@ -1,0 +1,206 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
+import { apiLimits } from "./api-limits.ts";
+import type { ApiKeyStore } from "./api-keys.ts";
+import { authenticate, authorize } from "./auth.ts";
+import { Catalog } from "./catalog.ts";
+import { ApiError, toApiError } from "./errors.ts";
+import { delivered, readBody, requestFormat, responseFormat, writeError, writeJson, writeProtobuf } from "./http-io.ts";
+import { parseJsonBody } from "./json-body.ts";
+import { checkSegment, envName } from "./names.ts";
+import { checkQuery } from "./paging.ts";
+import { decodeProto, type ProtoTypeName } from "./proto-codec.ts";
+import { QueueDirectory, type WorkerQueueOptions } from "./queue-directory.ts";
+import { deadLetterRoutes } from "./routes-dead-letters.ts";
+import { messageRoutes } from "./routes-messages.ts";
+import { queueRoutes } from "./routes-queues.ts";
+import { subscriptionRoutes } from "./routes-subscriptions.ts";
+import { Router, type ApiDeps, type Route } from "./router.ts";
+
+export interface ApiServerTimeouts {
+  headersMs: number;
+  requestMs: number;
+  keepAliveMs: number;
+  checkIntervalMs: number;
+}
+
+export interface ApiServerOptions {
+  registry: CellRegistry;
+  keys: ApiKeyStore;
+  /** The host's data directory (the registry's); the catalog lives in `<dataDir>/api/`. */
+  dataDir: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1: exposing the API beyond this machine is a choice to make explicitly. */
+  host?: string;
+  /** The registry's clock; times the API reports come from it. */
+  clock?: Clock;
+  workerQueues?: WorkerQueueOptions;
+  timeouts?: Partial<ApiServerTimeouts>;
+  /** Told about failures that answered 500, which are bugs. */
+  onInternalError?: (error: unknown) => void;
+}
+
+export interface ApiServer {
+  /** `http://host:port`, without a trailing slash. */
+  url: string;
+  port: number;
+  /** Answers waiting long polls, finishes requests in flight, then closes. */
+  close(): Promise<void>;
+}
+
+export const apiRoutes: readonly Route[] = [...queueRoutes, ...messageRoutes, ...deadLetterRoutes, ...subscriptionRoutes];
+
+const bodyCaps = { control: apiLimits.controlBodyBytesMax, send: apiLimits.sendBodyBytesMax } as const;
+
+export async function startApiServer(options: ApiServerOptions): Promise<ApiServer> {
+  const clock = options.clock ?? systemClock;
+  const catalog = Catalog.open(options.dataDir);
+  const deps: ApiDeps = {
+    registry: options.registry,
+    keys: options.keys,
+    catalog,
+    directory: new QueueDirectory(catalog, options.registry, clock, new UlidSource(), options.workerQueues),
+    clock,
+    ids: new UlidSource(),
+  };
+  const router = new Router(apiRoutes);
+  const stopping = new AbortController();
+  const inflight = new Set<Promise<void>>();
+  const timeouts: ApiServerTimeouts = {
+    headersMs: apiLimits.headersTimeoutMs,
+    requestMs: apiLimits.requestTimeoutMs,
+    keepAliveMs: apiLimits.keepAliveTimeoutMs,
+    checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
+    ...options.timeouts,
+  };
+  const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
+
+  const server = createServer(
+    {
+      headersTimeout: timeouts.headersMs,
+      requestTimeout: timeouts.requestMs,
+      keepAliveTimeout: timeouts.keepAliveMs,
+      connectionsCheckingInterval: timeouts.checkIntervalMs,
+    },
+    (req, res) => {
+      const handling = handle(req, res, router, deps, stopping.signal, onInternalError);
+      inflight.add(handling);
+      void handling.finally(() => inflight.delete(handling));
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${address.port}`,
+    port: address.port,
+    close() {
+      closing ??= (async () => {
+        stopping.abort();
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await Promise.allSettled([...inflight]);
+        server.closeAllConnections();
+        await closed;
+        catalog.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+async function handle(
+  req: IncomingMessage,
+  res: ServerResponse,
+  router: Router,
+  deps: ApiDeps,
+  stopping: AbortSignal,
+  onInternalError: (error: unknown) => void,
+): Promise<void> {
+  const gone = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  let bodyRead = false;
+  try {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const match = router.match(req.method ?? "", url.pathname);
+    if (match.kind === "none") throw new ApiError("not_found", `no route for ${req.method} ${url.pathname}`);
+    if (match.kind === "method") {
+      throw new ApiError("method_not_allowed", `${url.pathname} takes ${match.allowed.join(", ")}, not ${req.method}`, {
+        extra: { allowed_methods: match.allowed },
+      });
+    }
+    const { route, params } = match;
+    const key = authenticate(req.headers.authorization, deps.keys);
+    const env = envName(params["org"]!, params["project"]!, params["env"]!);
+    authorize(key, env, route.scope);
+    checkSegment("org", params["org"]);
+    checkSegment("project", params["project"]);
+    checkSegment("env", params["env"]);
+    checkQuery(url.searchParams, route.query ?? []);
+    const speaksProtobuf = route.protobuf !== undefined;
+    const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf);
+    const outFormat = responseFormat(req, speaksProtobuf, inFormat);
+    let body: unknown;
+    if (route.body !== "none") {
+      const bytes = await readBody(req, bodyCaps[route.body]);
+      bodyRead = true;
+      body = inFormat === "protobuf" ? decodeBody(route.protobuf!, bytes) : parseJsonBody(bytes);
+    }
+    const reply = await route.handle({
+      params,
+      env,
+      query: url.searchParams,
+      body,
+      requestFormat: inFormat,
+      responseFormat: outFormat,
+      key,
+      deps,
+      clientGone: gone.signal,
+      stopping,
+      res,
+    });
+    if (gone.signal.aborted) {
+      await reply.afterWrite?.(false);
+      return;
+    }
+    if (reply.protobuf !== undefined) writeProtobuf(res, reply.status ?? 200, reply.protobuf);
+    else writeJson(res, reply.status ?? 200, reply.json ?? {});
+    if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
+  } catch (thrown) {
+    const error = toApiError(thrown);
+    if (error.code === "internal") onInternalError(thrown);
+    if (res.headersSent || res.destroyed) return;
+    writeError(res, error, errorHeaders(req, error, bodyRead));
+  }
+}
+
+function decodeBody(type: ProtoTypeName, bytes: Uint8Array): unknown {
+  try {
+    return decodeProto(type, bytes);
+  } catch {
+    throw new ApiError("malformed_body", `the request body is not a valid protobuf ${type} message`);
+  }
+}
+
+function errorHeaders(req: IncomingMessage, error: ApiError, bodyRead: boolean): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (error.code === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="celld"';
+  if (error.code === "method_not_allowed") headers["allow"] = (error.extra?.["allowed_methods"] as string[]).join(", ");
+  if (error.code === "overloaded") headers["retry-after"] = String(apiLimits.retryAfterSeconds);
+  // An unread body (refused before or while reading it) is not drained: the connection ends.
+  const length = req.headers["content-length"];
+  const hasBody = (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
+  if (hasBody && !bodyRead) headers["connection"] = "close";
+  return headers;
+}

@@ -1,0 +1,31 @@
+import { createApiKey, envName, formatApiKeyTable, listApiKeys, revokeApiKey } from "../api/index.ts";
+import type { KeysArgs } from "./args.ts";
+
+/** `celld keys`: API keys for the native queues API. A new key's secret is shown once only. */
+export function keys(args: KeysArgs): number {
+  switch (args.action) {
+    case "create": {
+      const created = createApiKey(args.dataDir, {
+        env: envName(args.org!, args.project!, args.env!),
+        scopes: args.scopes,
+        ...(args.name === undefined ? {} : { name: args.name }),
+      });
+      console.log(`created key ${created.info.id} for ${created.info.env} (${created.info.scopes.join(", ")})`);
+      console.log("the key (shown once; only its hash is stored):");
+      console.log(created.key);
+      return 0;
+    }
+    case "list":
+      console.log(formatApiKeyTable(listApiKeys(args.dataDir, { includeRevoked: args.includeRevoked })));
+      return 0;
+    case "revoke": {
+      const revoked = revokeApiKey(args.dataDir, args.keyId!);
+      if (revoked === undefined) {
+        console.error(`celld: no key with id "${args.keyId}"`);
+        return 1;
+      }
+      console.log(`revoked key ${revoked.id}`);
+      return 0;
+    }
+  }
+}

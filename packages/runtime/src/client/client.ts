@@ -1,0 +1,337 @@
+import { Pool, type Dispatcher } from "undici";
+import { protobufMediaType } from "../api/media-types.ts";
+import {
+  decodeProto,
+  encodeProto,
+  int64ToNumber,
+  timestampToInstant,
+  type PbLeaseRef,
+  type PbSettleResponse,
+} from "../api/proto-codec.ts";
+import { formatRfc3339, instantToMs, msToInstant } from "../api/timestamps.ts";
+import { consume, type ConsumeHandler, type ConsumeOptions, type Consumer } from "./consume.ts";
+import { errorFrom } from "./errors.ts";
+import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput } from "./events.ts";
+import {
+  queueFromJson,
+  settingsToJson,
+  settleFromJson,
+  subscriptionFromJson,
+  type DeadLetter,
+  type EventFilter,
+  type LeasedMessage,
+  type LeaseOptions,
+  type LeaseRef,
+  type NackRef,
+  type Page,
+  type Queue,
+  type QueueSettings,
+  type SettleResult,
+  type Subscription,
+} from "./resources.ts";
+
+type Json = Record<string, unknown>;
+
+export type WireFormat = "protobuf" | "json";
+
+export interface QueuesClientOptions {
+  /** The API's base URL, e.g. `http://127.0.0.1:8788`. */
+  url: string;
+  apiKey: string;
+  /** `orgs/{org}/projects/{project}/envs/{env}`: lets every call name a queue by its id alone. */
+  env?: string;
+  /** Wire format of send, lease, ack and nack; every other call is JSON. Default protobuf. */
+  format?: WireFormat;
+  /** Connections to keep open; a long poll holds one for its wait. Default unlimited. */
+  connections?: number;
+  /** Use this dispatcher instead of a pool of the client's own (the client will not close it). */
+  dispatcher?: Dispatcher;
+}
+
+/** A typed client for the whole native queues API, over undici. */
+export class QueuesClient {
+  readonly format: WireFormat;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  private readonly authorization: string;
+  private readonly env: string | undefined;
+  private readonly origin: string;
+
+  constructor(options: QueuesClientOptions) {
+    this.format = options.format ?? "protobuf";
+    this.env = options.env;
+    this.authorization = `Bearer ${options.apiKey}`;
+    this.origin = new URL(options.url).origin;
+    this.ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher = options.dispatcher ?? new Pool(options.url, { connections: options.connections ?? null });
+  }
+
+  // ---- queues ----
+
+  async createQueue(queue: string, settings: QueueSettings = {}): Promise<Queue> {
+    const { env, id } = this.split(queue);
+    return queueFromJson(await this.json("POST", `/v1/${env}/queues`, { name: id, ...settingsToJson(settings) }));
+  }
+
+  async getQueue(queue: string): Promise<Queue> {
+    return queueFromJson(await this.json("GET", this.queuePath(queue)));
+  }
+
+  async listQueues(page: Page = {}): Promise<{ queues: Queue[]; nextPageToken?: string }> {
+    const out = await this.json("GET", `/v1/${this.requireEnv()}/queues${pageQuery(page)}`);
+    return withToken({ queues: (out["queues"] as Json[]).map(queueFromJson) }, out);
+  }
+
+  async updateQueue(queue: string, settings: QueueSettings): Promise<Queue> {
+    return queueFromJson(await this.json("PATCH", this.queuePath(queue), settingsToJson(settings)));
+  }
+
+  async deleteQueue(queue: string): Promise<void> {
+    await this.json("DELETE", this.queuePath(queue));
+  }
+
+  // ---- messages ----
+
+  /** Sends up to 100 events; resolves with their message ids, in order, once they are durable. */
+  async send(queue: string, events: readonly EventInput[], options: { delay?: number } = {}): Promise<{ messageIds: string[] }> {
+    const path = `${this.queuePath(queue)}:send`;
+    if (this.format === "protobuf") {
+      const body = encodeProto("SendRequest", { events: events.map(eventToProtoWire), delay: options.delay ?? null });
+      const out = decodeProto("SendResponse", await this.proto(path, body));
+      return { messageIds: [...out.message_ids] };
+    }
+    const body: Json = { events: events.map(eventToJsonWire) };
+    if (options.delay !== undefined) body["delay"] = options.delay;
+    const out = await this.json("POST", path, body);
+    return { messageIds: out["message_ids"] as string[] };
+  }
+
+  async lease(queue: string, options: LeaseOptions = {}): Promise<LeasedMessage[]> {
+    const path = `${this.queuePath(queue)}:lease`;
+    if (this.format === "protobuf") {
+      const body = encodeProto("LeaseRequest", {
+        max_messages: options.maxMessages ?? null,
+        visibility_timeout: options.visibilityTimeout ?? null,
+        wait: options.wait ?? null,
+      });
+      const out = decodeProto("LeaseResponse", await this.proto(path, body, options.signal));
+      return out.messages.map((m) => ({
+        id: m.id,
+        leaseGeneration: int64ToNumber(m.lease_generation),
+        deliveryCount: m.delivery_count,
+        leaseExpireTime: timestampDate(m.lease_expire_time),
+        sendTime: timestampDate(m.send_time),
+        event: eventFromProtoWire(m.event),
+      }));
+    }
+    const body: Json = {};
+    if (options.maxMessages !== undefined) body["max_messages"] = options.maxMessages;
+    if (options.visibilityTimeout !== undefined) body["visibility_timeout"] = options.visibilityTimeout;
+    if (options.wait !== undefined) body["wait"] = options.wait;
+    const out = await this.json("POST", path, body, options.signal);
+    return (out["messages"] as Json[]).map((m) => ({
+      id: m["id"] as string,
+      leaseGeneration: m["lease_generation"] as number,
+      deliveryCount: m["delivery_count"] as number,
+      leaseExpireTime: new Date(m["lease_expire_time"] as string),
+      sendTime: new Date(m["send_time"] as string),
+      event: eventFromJsonWire(m["event"] as Json),
+    }));
+  }
+
+  /** Acks by (id, lease generation); a leased message is a valid reference as it is. */
+  async ack(queue: string, refs: readonly LeaseRef[]): Promise<SettleResult> {
+    const path = `${this.queuePath(queue)}:ack`;
+    if (this.format === "protobuf") {
+      const body = encodeProto("AckRequest", { messages: refs.map((r) => ({ id: r.id, lease_generation: r.leaseGeneration })) });
+      return settleFromProto(decodeProto("SettleResponse", await this.proto(path, body)));
+    }
+    const out = await this.json("POST", path, { messages: refs.map((r) => ({ id: r.id, lease_generation: r.leaseGeneration })) });
+    return settleFromJson(out);
+  }
+
+  /** Returns messages to the queue, at once or after a delay (per message, or `options.delay`). */
+  async nack(queue: string, refs: readonly NackRef[], options: { delay?: number } = {}): Promise<SettleResult> {
+    const path = `${this.queuePath(queue)}:nack`;
+    if (this.format === "protobuf") {
+      const body = encodeProto("NackRequest", {
+        messages: refs.map((r) => ({ id: r.id, lease_generation: r.leaseGeneration, delay: r.delay ?? null })),
+        delay: options.delay ?? null,
+      });
+      return settleFromProto(decodeProto("SettleResponse", await this.proto(path, body)));
+    }
+    const messages = refs.map((r) => {
+      const ref: Json = { id: r.id, lease_generation: r.leaseGeneration };
+      if (r.delay !== undefined) ref["delay"] = r.delay;
+      return ref;
+    });
+    const out = await this.json("POST", path, { messages, ...(options.delay === undefined ? {} : { delay: options.delay }) });
+    return settleFromJson(out);
+  }
+
+  /** Leases, runs `handler` for each message, acks what succeeded and nacks what threw. */
+  consume(queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}): Consumer {
+    return consume(this, queue, handler, options);
+  }
+
+  // ---- dead letters ----
+
+  async listDeadLetters(queue: string, page: Page = {}): Promise<{ deadLetters: DeadLetter[]; nextPageToken?: string }> {
+    const out = await this.json("GET", `${this.queuePath(queue)}/dead-letters${pageQuery(page)}`);
+    const deadLetters = (out["dead_letters"] as Json[]).map((d) => ({
+      id: d["id"] as string,
+      deadLetterTime: new Date(d["dead_letter_time"] as string),
+      deliveryCount: d["delivery_count"] as number,
+      sendTime: new Date(d["send_time"] as string),
+      event: eventFromJsonWire(d["event"] as Json),
+    }));
+    return withToken({ deadLetters }, out);
+  }
+
+  /** Returns dead letters to ready with a fresh delivery count: all, or those dead-lettered in [from, to). */
+  async replay(queue: string, range: { from?: Date | string; to?: Date | string } = {}): Promise<{ replayed: number }> {
+    const body: Json = {};
+    if (range.from !== undefined) body["from"] = timeString(range.from);
+    if (range.to !== undefined) body["to"] = timeString(range.to);
+    const out = await this.json("POST", `${this.queuePath(queue)}:replay`, body);
+    return { replayed: out["replayed"] as number };
+  }
+
+  async purge(queue: string, scope: "dead_letters" | "all"): Promise<{ purged: number }> {
+    const out = await this.json("POST", `${this.queuePath(queue)}:purge`, { scope });
+    return { purged: out["purged"] as number };
+  }
+
+  // ---- subscriptions and publishing ----
+
+  async createSubscription(subscription: string, input: { queue: string; filter?: EventFilter }): Promise<Subscription> {
+    const body: Json = { name: subscription, queue: input.queue };
+    if (input.filter !== undefined) body["filter"] = input.filter;
+    return subscriptionFromJson(await this.json("POST", `/v1/${this.requireEnv()}/subscriptions`, body));
+  }
+
+  async getSubscription(subscription: string): Promise<Subscription> {
+    return subscriptionFromJson(await this.json("GET", this.subscriptionPath(subscription)));
+  }
+
+  async listSubscriptions(page: Page = {}): Promise<{ subscriptions: Subscription[]; nextPageToken?: string }> {
+    const out = await this.json("GET", `/v1/${this.requireEnv()}/subscriptions${pageQuery(page)}`);
+    return withToken({ subscriptions: (out["subscriptions"] as Json[]).map(subscriptionFromJson) }, out);
+  }
+
+  async updateSubscription(subscription: string, input: { queue?: string; filter?: EventFilter }): Promise<Subscription> {
+    return subscriptionFromJson(await this.json("PATCH", this.subscriptionPath(subscription), { ...input }));
+  }
+
+  async deleteSubscription(subscription: string): Promise<void> {
+    await this.json("DELETE", this.subscriptionPath(subscription));
+  }
+
+  /**
+   * Publishes events to the environment: each goes to every queue whose subscription matches it.
+   * The answer lists, per event, the queues it reached and its message id in each.
+   */
+  async publish(events: readonly EventInput[]): Promise<{ events: Array<{ deliveries: Array<{ queue: string; messageId: string }> }> }> {
+    const out = await this.json("POST", `/v1/${this.requireEnv()}/events:publish`, { events: events.map(eventToJsonWire) });
+    return {
+      events: (out["events"] as Json[]).map((e) => ({
+        deliveries: (e["deliveries"] as Json[]).map((d) => ({ queue: d["queue"] as string, messageId: d["message_id"] as string })),
+      })),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  // ---- plumbing ----
+
+  private async json(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<Json> {
+    const headers: Record<string, string> = { authorization: this.authorization, accept: "application/json" };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await this.dispatcher.request({
+      origin: this.origin,
+      method,
+      path,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+    const text = await res.body.text();
+    if (res.statusCode >= 300) throw errorFrom(res.statusCode, text);
+    return text === "" ? {} : (JSON.parse(text) as Json);
+  }
+
+  private async proto(path: string, body: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.dispatcher.request({
+      origin: this.origin,
+      method: "POST",
+      path,
+      headers: {
+        authorization: this.authorization,
+        "content-type": protobufMediaType,
+        // Errors come back as JSON whatever the request spoke.
+        accept: `${protobufMediaType}, application/json;q=0.5`,
+      },
+      body,
+      signal,
+    });
+    const bytes = new Uint8Array(await res.body.arrayBuffer());
+    if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(bytes).toString("utf8"));
+    return bytes;
+  }
+
+  private split(queue: string): { env: string; id: string } {
+    const slash = queue.lastIndexOf("/queues/");
+    if (slash >= 0) return { env: queue.slice(0, slash), id: queue.slice(slash + "/queues/".length) };
+    return { env: this.requireEnv(), id: queue };
+  }
+
+  private queuePath(queue: string): string {
+    const { env, id } = this.split(queue);
+    return `/v1/${env}/queues/${encodeURIComponent(id)}`;
+  }
+
+  private subscriptionPath(subscription: string): string {
+    const prefix = "/subscriptions/";
+    const at = subscription.lastIndexOf(prefix);
+    const env = at >= 0 ? subscription.slice(0, at) : this.requireEnv();
+    const id = at >= 0 ? subscription.slice(at + prefix.length) : subscription;
+    return `/v1/${env}/subscriptions/${encodeURIComponent(id)}`;
+  }
+
+  private requireEnv(): string {
+    if (this.env === undefined) throw new TypeError("this call needs the client's env option, or a full resource name");
+    return this.env;
+  }
+}
+
+function settleFromProto(out: PbSettleResponse): SettleResult {
+  return {
+    acked: out.acked,
+    retried: out.retried,
+    deadLettered: out.dead_lettered,
+    staleLeases: out.stale_leases.map((r: PbLeaseRef) => ({ id: r.id, leaseGeneration: int64ToNumber(r.lease_generation) })),
+  };
+}
+
+function timestampDate(ts: Parameters<typeof timestampToInstant>[0]): Date {
+  const instant = timestampToInstant(ts);
+  return new Date(instant === undefined ? 0 : instantToMs(instant));
+}
+
+function timeString(value: Date | string): string {
+  return typeof value === "string" ? value : formatRfc3339(msToInstant(value.getTime()));
+}
+
+function pageQuery(page: Page): string {
+  const query = new URLSearchParams();
+  if (page.pageSize !== undefined) query.set("page_size", String(page.pageSize));
+  if (page.pageToken !== undefined) query.set("page_token", page.pageToken);
+  const text = query.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+function withToken<T extends object>(value: T, out: Json): T & { nextPageToken?: string } {
+  return typeof out["next_page_token"] === "string" ? { ...value, nextPageToken: out["next_page_token"] } : value;
+}

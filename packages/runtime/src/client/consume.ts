@@ -1,0 +1,137 @@
+import { limits } from "@celld/queue-cell";
+import type { QueuesClient } from "./client.ts";
+import { QueuesApiError } from "./errors.ts";
+import type { LeasedMessage, NackRef } from "./resources.ts";
+
+export type ConsumeHandler = (message: LeasedMessage) => unknown;
+
+export interface ConsumeOptions {
+  /** Messages per lease. Default 10. */
+  maxMessages?: number;
+  /** Seconds each lease hides its messages; the queue's own setting when absent. */
+  visibilityTimeout?: number;
+  /** Long-poll seconds per lease. Default the most the API allows. */
+  wait?: number;
+  /** Seconds before a message whose handler threw may be leased again: a number, or per message. */
+  retryDelay?: number | ((message: LeasedMessage, error: unknown) => number | undefined);
+  /** Told of handler errors (the message is nacked), failed settles and retried lease errors. */
+  onError?: (error: unknown, message?: LeasedMessage) => void;
+  /** Milliseconds to wait after a failed lease before the next. Default 1000. */
+  retryLeaseAfterMs?: number;
+  /** Stops the loop when aborted, as stop() does. */
+  signal?: AbortSignal;
+}
+
+export interface ConsumeStats {
+  leased: number;
+  acked: number;
+  nacked: number;
+  /** Settled after another worker had leased the message again: not applied. */
+  stale: number;
+}
+
+export interface Consumer {
+  /** Stops leasing, lets running handlers finish, settles their messages, then resolves. */
+  stop(): Promise<ConsumeStats>;
+  /** Resolves when the loop has stopped; rejects if it stopped on an error it cannot retry. */
+  readonly done: Promise<ConsumeStats>;
+  readonly stats: Readonly<ConsumeStats>;
+}
+
+const defaultMaxMessages = limits.maxBatchSizeDefault;
+const defaultRetryLeaseAfterMs = 1000;
+
+/**
+ * The worker loop: lease (long poll), run the handler for each message of the batch at once,
+ * ack the ones that returned and nack the ones that threw. Stopping aborts a waiting lease (the
+ * server hands back anything it leased for it), and waits for the batch in hand to be settled.
+ */
+export function consume(client: QueuesClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}): Consumer {
+  const stats: ConsumeStats = { leased: 0, acked: 0, nacked: 0, stale: 0 };
+  const stopper = new AbortController();
+  const onError = options.onError ?? (() => {});
+  const stopFromOutside = (): void => stopper.abort();
+  options.signal?.addEventListener("abort", stopFromOutside, { once: true });
+  if (options.signal?.aborted === true) stopper.abort();
+
+  const run = async (): Promise<ConsumeStats> => {
+    while (!stopper.signal.aborted) {
+      let batch: LeasedMessage[];
+      try {
+        batch = await client.lease(queue, {
+          maxMessages: options.maxMessages ?? defaultMaxMessages,
+          visibilityTimeout: options.visibilityTimeout,
+          wait: options.wait ?? limits.leaseWaitSecondsMax,
+          signal: stopper.signal,
+        });
+      } catch (error) {
+        if (stopper.signal.aborted) break;
+        // A refused lease (bad key, no such queue, bad option) will not get better by retrying.
+        if (error instanceof QueuesApiError && !error.retryable) throw error;
+        onError(error);
+        await sleep(options.retryLeaseAfterMs ?? defaultRetryLeaseAfterMs, stopper.signal);
+        continue;
+      }
+      stats.leased += batch.length;
+      if (batch.length > 0) await handleBatch(batch);
+    }
+    return { ...stats };
+  };
+
+  const handleBatch = async (batch: LeasedMessage[]): Promise<void> => {
+    const acks: LeasedMessage[] = [];
+    const nacks: NackRef[] = [];
+    await Promise.all(
+      batch.map(async (message) => {
+        try {
+          await handler(message);
+          acks.push(message);
+        } catch (error) {
+          onError(error, message);
+          const delay = typeof options.retryDelay === "function" ? options.retryDelay(message, error) : options.retryDelay;
+          const ref: NackRef = { id: message.id, leaseGeneration: message.leaseGeneration };
+          if (delay !== undefined) ref.delay = delay;
+          nacks.push(ref);
+        }
+      }),
+    );
+    // Settling is not cancelled by stop(): a finished message must not wait out its lease.
+    const [acked, nacked] = await Promise.allSettled([
+      acks.length > 0 ? client.ack(queue, acks) : undefined,
+      nacks.length > 0 ? client.nack(queue, nacks) : undefined,
+    ]);
+    for (const outcome of [acked, nacked]) {
+      if (outcome?.status === "rejected") onError(outcome.reason);
+      else if (outcome?.value !== undefined) {
+        stats.acked += outcome.value.acked;
+        stats.nacked += outcome.value.retried + outcome.value.deadLettered;
+        stats.stale += outcome.value.staleLeases.length;
+      }
+    }
+  };
+
+  const done = run().finally(() => options.signal?.removeEventListener("abort", stopFromOutside));
+  // The caller may only ever call stop(); an unobserved rejection must not crash the process.
+  done.catch(() => undefined);
+  return {
+    stats,
+    done,
+    stop() {
+      stopper.abort();
+      return done;
+    },
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

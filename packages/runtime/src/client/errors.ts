@@ -1,0 +1,36 @@
+/** An answer other than 2xx. `code` is stable; see docs/api.md for the list. */
+export class QueuesApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly field: string | undefined;
+  readonly bound: string | undefined;
+  /** The whole `error` object of the answer. */
+  readonly details: Record<string, unknown>;
+
+  constructor(status: number, details: Record<string, unknown>) {
+    super(typeof details["message"] === "string" ? details["message"] : `HTTP ${status}`);
+    this.name = `QueuesApiError [${String(details["code"] ?? status)}]`;
+    this.status = status;
+    this.code = typeof details["code"] === "string" ? details["code"] : "unknown";
+    this.field = typeof details["field"] === "string" ? details["field"] : undefined;
+    this.bound = typeof details["bound"] === "string" ? details["bound"] : undefined;
+    this.details = details;
+  }
+
+  /** Worth retrying as is: nothing was written (overload, unavailable, timeout). */
+  get retryable(): boolean {
+    return this.status === 408 || this.status === 429 || this.status >= 500;
+  }
+}
+
+/** The error for a non-2xx answer: the API's own error object when the body is one. */
+export function errorFrom(status: number, text: string): QueuesApiError {
+  try {
+    const parsed = JSON.parse(text) as { error?: Record<string, unknown> };
+    if (parsed.error !== undefined) return new QueuesApiError(status, parsed.error);
+  } catch {
+    // Not the API's JSON (a proxy's page, Node's own 408): keep the status.
+  }
+  return new QueuesApiError(status, { code: "unknown", message: `HTTP ${status}: ${text.slice(0, 200)}` });
+}
+

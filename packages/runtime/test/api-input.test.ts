@@ -1,0 +1,385 @@
+import { connect } from "node:net";
+import { describe, expect, it } from "vitest";
+import { limits } from "@celld/queue-cell";
+import { apiLimits } from "../src/api/index.ts";
+import { apiHarness, event, testEnv } from "./api-harness.ts";
+
+type Harness = Awaited<ReturnType<typeof apiHarness>>;
+
+/** A text event whose data plus attributes are exactly `bytes` bytes, as the cell counts them. */
+function sized(id: string, bytes: number): Record<string, unknown> {
+  const attributes = JSON.stringify({ specversion: "1.0", id, source: "/tests", type: "test.event", datacontenttype: "text/plain" });
+  const dataBytes = bytes - Buffer.byteLength(attributes);
+  if (dataBytes < 0) throw new Error(`cannot make an event of ${bytes} bytes`);
+  return { specversion: "1.0", id, source: "/tests", type: "test.event", datacontenttype: "text/plain", data: "x".repeat(dataBytes) };
+}
+
+function nested(depth: number): unknown {
+  let value: unknown = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+/**
+ * A queue holding one leased and one ready message, and a check that both are exactly as they
+ * were: a refused request must neither lose nor change what was accepted before it.
+ */
+async function withKeepers(h: Harness) {
+  await h.createQueue("jobs");
+  const path = h.queuePath("jobs");
+  await h.call("POST", `${path}:send`, { body: { events: [event("leased-keeper", { v: 1 })] } });
+  const [leased] = (await h.call("POST", `${path}:lease`, { body: { visibility_timeout: 3600 } })).json.messages;
+  await h.call("POST", `${path}:send`, { body: { events: [event("ready-keeper", { v: 2 })] } });
+  const before = (await h.call("GET", path)).json.counts;
+  return {
+    path,
+    async check(): Promise<void> {
+      expect((await h.call("GET", path)).json.counts).toEqual(before);
+      const [ready] = (await h.call("POST", `${path}:lease`, { body: {} })).json.messages;
+      expect(ready.event).toEqual(event("ready-keeper", { v: 2 }));
+      expect(ready.delivery_count).toBe(1);
+      const acked = await h.call("POST", `${path}:ack`, {
+        body: { messages: [leased, ready].map((m) => ({ id: m.id, lease_generation: m.lease_generation })) },
+      });
+      expect(acked.json.acked).toBe(2);
+    },
+  };
+}
+
+interface BoundCase {
+  name: string;
+  /** [path suffix, body] accepted at the bound. */
+  at: (path: string) => [string, unknown];
+  /** ... and refused just past it. */
+  past: (path: string) => [string, unknown];
+  field: string;
+  code?: string;
+  method?: string;
+}
+
+const ref = (id = "01KDVDNA000000000000000000") => ({ id, lease_generation: 1 });
+
+const boundCases: BoundCase[] = [
+  {
+    name: "events per send",
+    at: () => [":send", { events: Array.from({ length: limits.batchMessagesMax }, (_, i) => event(`e${i}`)) }],
+    past: () => [":send", { events: Array.from({ length: limits.batchMessagesMax + 1 }, (_, i) => event(`e${i}`)) }],
+    field: "events",
+    code: "out_of_range",
+  },
+  {
+    name: "message bytes",
+    at: () => [":send", { events: [sized("big", limits.messageBytesMax)] }],
+    past: () => [":send", { events: [sized("big", limits.messageBytesMax + 1)] }],
+    field: "events[0]",
+    code: "message_too_large",
+  },
+  {
+    name: "batch bytes",
+    at: () => [":send", { events: [sized("a", limits.messageBytesMax), sized("b", limits.batchBytesMax - limits.messageBytesMax - 1000), sized("c", 1000)] }],
+    past: () => [":send", { events: [sized("a", limits.messageBytesMax), sized("b", limits.batchBytesMax - limits.messageBytesMax - 1000), sized("c", 1001)] }],
+    field: "events",
+    code: "batch_too_large",
+  },
+  {
+    name: "send delay",
+    at: () => [":send", { events: [event("d")], delay: limits.delaySecondsMax }],
+    past: () => [":send", { events: [event("d")], delay: limits.delaySecondsMax + 1 }],
+    field: "delay",
+  },
+  {
+    name: "lease size",
+    at: () => [":lease", { max_messages: limits.leaseMessagesMax }],
+    past: () => [":lease", { max_messages: limits.leaseMessagesMax + 1 }],
+    field: "max_messages",
+  },
+  {
+    name: "lease size minimum",
+    at: () => [":lease", { max_messages: 1 }],
+    past: () => [":lease", { max_messages: 0 }],
+    field: "max_messages",
+  },
+  {
+    name: "lease visibility_timeout",
+    at: () => [":lease", { visibility_timeout: limits.visibilityTimeoutSecondsMax }],
+    past: () => [":lease", { visibility_timeout: limits.visibilityTimeoutSecondsMax + 1 }],
+    field: "visibility_timeout",
+  },
+  {
+    name: "lease visibility_timeout minimum",
+    at: () => [":lease", { visibility_timeout: limits.visibilityTimeoutSecondsMin }],
+    past: () => [":lease", { visibility_timeout: limits.visibilityTimeoutSecondsMin - 1 }],
+    field: "visibility_timeout",
+  },
+  {
+    name: "lease wait",
+    at: () => [":lease", { wait: limits.leaseWaitSecondsMax }],
+    past: () => [":lease", { wait: limits.leaseWaitSecondsMax + 1 }],
+    field: "wait",
+  },
+  {
+    name: "references per ack",
+    at: () => [":ack", { messages: Array.from({ length: limits.leaseMessagesMax }, () => ref()) }],
+    past: () => [":ack", { messages: Array.from({ length: limits.leaseMessagesMax + 1 }, () => ref()) }],
+    field: "messages",
+  },
+  {
+    name: "nack delay",
+    at: () => [":nack", { messages: [{ ...ref(), delay: limits.delaySecondsMax }] }],
+    past: () => [":nack", { messages: [{ ...ref(), delay: limits.delaySecondsMax + 1 }] }],
+    field: "messages[0].delay",
+  },
+  {
+    name: "nack call delay",
+    at: () => [":nack", { messages: [ref()], delay: limits.delaySecondsMax }],
+    past: () => [":nack", { messages: [ref()], delay: limits.delaySecondsMax + 1 }],
+    field: "delay",
+  },
+  {
+    name: "extension attributes per event",
+    at: () => [":send", { events: [event("x", 1, Object.fromEntries(Array.from({ length: apiLimits.eventExtensionsMax }, (_, i) => [`ext${i}`, i])))] }],
+    past: () => [":send", { events: [event("x", 1, Object.fromEntries(Array.from({ length: apiLimits.eventExtensionsMax + 1 }, (_, i) => [`ext${i}`, i])))] }],
+    field: "events[0]",
+  },
+  {
+    name: "extension name length",
+    at: () => [":send", { events: [event("x", 1, { ["e".repeat(apiLimits.eventExtensionNameCharsMax)]: "v" })] }],
+    past: () => [":send", { events: [event("x", 1, { ["e".repeat(apiLimits.eventExtensionNameCharsMax + 1)]: "v" })] }],
+    field: `events[0].${"e".repeat(apiLimits.eventExtensionNameCharsMax + 1)}`,
+    code: "unknown_field",
+  },
+  {
+    name: "attribute length",
+    at: () => [":send", { events: [event("i".repeat(apiLimits.eventAttributeCharsMax))] }],
+    past: () => [":send", { events: [event("i".repeat(apiLimits.eventAttributeCharsMax + 1))] }],
+    field: "events[0].id",
+  },
+  {
+    name: "datacontenttype length",
+    at: () => [":send", { events: [event("x", "t", { datacontenttype: `text/${"p".repeat(limits.contentTypeCharsMax - 5)}` })] }],
+    past: () => [":send", { events: [event("x", "t", { datacontenttype: `text/${"p".repeat(limits.contentTypeCharsMax - 4)}` })] }],
+    field: "events[0].datacontenttype",
+  },
+  {
+    // The body object, the events array and the event hold 3 levels; data takes the rest.
+    name: "JSON depth",
+    at: () => [":send", { events: [event("deep", nested(apiLimits.jsonDepthMax - 3))] }],
+    past: () => [":send", { events: [event("deep", nested(apiLimits.jsonDepthMax - 2))] }],
+    field: "events[0].data" + "[0]".repeat(apiLimits.jsonDepthMax - 3),
+  },
+  {
+    name: "JSON array items",
+    at: () => [":send", { events: [event("wide", new Array(apiLimits.jsonArrayItemsMax).fill(0))] }],
+    past: () => [":send", { events: [event("wide", new Array(apiLimits.jsonArrayItemsMax + 1).fill(0))] }],
+    field: "events[0].data",
+  },
+  {
+    name: "queue visibility_timeout",
+    at: () => ["", { visibility_timeout: limits.visibilityTimeoutSecondsMax }],
+    past: () => ["", { visibility_timeout: limits.visibilityTimeoutSecondsMax + 1 }],
+    field: "visibility_timeout",
+    method: "PATCH",
+  },
+  {
+    name: "queue max_deliveries",
+    at: () => ["", { max_deliveries: limits.maxDeliveriesMax }],
+    past: () => ["", { max_deliveries: limits.maxDeliveriesMax + 1 }],
+    field: "max_deliveries",
+    method: "PATCH",
+  },
+  {
+    name: "queue max_deliveries minimum",
+    at: () => ["", { max_deliveries: limits.maxDeliveriesMin }],
+    past: () => ["", { max_deliveries: limits.maxDeliveriesMin - 1 }],
+    field: "max_deliveries",
+    method: "PATCH",
+  },
+  {
+    name: "queue delivery_delay",
+    at: () => ["", { delivery_delay: limits.delaySecondsMax }],
+    past: () => ["", { delivery_delay: limits.delaySecondsMax + 1 }],
+    field: "delivery_delay",
+    method: "PATCH",
+  },
+];
+
+describe("every bound: accepted at the bound, refused one past it, and nothing accepted is touched", () => {
+  for (const c of boundCases) {
+    it(c.name, async () => {
+      const h = await apiHarness();
+      const keepers = await withKeepers(h);
+      const method = c.method ?? "POST";
+      const [pastSuffix, pastBody] = c.past(keepers.path);
+      const refused = await h.call(method, `${keepers.path}${pastSuffix}`, { body: pastBody });
+      expect(refused.status).toBe(400);
+      expect(refused.json.error).toMatchObject({ code: c.code ?? "out_of_range", field: c.field });
+      expect(refused.json.error.bound).toEqual(expect.any(String));
+      await keepers.check();
+
+      // Something to lease, so a long poll at its bound answers at once.
+      await h.call("POST", `${keepers.path}:send`, { body: { events: [event("filler")] } });
+      const [atSuffix, atBody] = c.at(keepers.path);
+      const accepted = await h.call(method, `${keepers.path}${atSuffix}`, { body: atBody });
+      expect(accepted.status).toBe(200);
+    });
+  }
+
+  it("request body size: a send body at the cap is read, one byte more is 413 before parsing", async () => {
+    const h = await apiHarness();
+    const keepers = await withKeepers(h);
+    await h.createQueue("other");
+    const json = JSON.stringify({ events: [event("padded")] });
+    const at = json + " ".repeat(apiLimits.sendBodyBytesMax - json.length);
+    const ok = await h.call("POST", `${h.queuePath("other")}:send`, { raw: at, headers: { "content-type": "application/json" } });
+    expect(ok.status).toBe(200);
+    const over = await h.call("POST", `${keepers.path}:send`, { raw: `${at} `, headers: { "content-type": "application/json" } });
+    expect(over.status).toBe(413);
+    expect(over.json.error).toEqual({
+      code: "body_too_large",
+      message: `the request body is larger than ${apiLimits.sendBodyBytesMax} bytes`,
+      bound: `at most ${apiLimits.sendBodyBytesMax} bytes`,
+    });
+    const lease = JSON.stringify({ max_messages: 1 });
+    const leaseOver = lease + " ".repeat(apiLimits.controlBodyBytesMax + 1 - lease.length);
+    expect((await h.call("POST", `${keepers.path}:lease`, { raw: leaseOver, headers: { "content-type": "application/json" } })).status).toBe(413);
+    await keepers.check();
+  });
+
+  it("a chunked body is cut off at the cap", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const url = new URL(`${h.server.url}${h.queuePath("jobs")}:lease`);
+    const response = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.write(
+          `POST ${url.pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+        );
+        const chunk = " ".repeat(16 * 1024);
+        for (let i = 0; i < 8; i++) socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+      });
+      let text = "";
+      socket.on("data", (d) => (text += d.toString()));
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(response.startsWith("HTTP/1.1 413")).toBe(true);
+    expect(response.toLowerCase()).toContain("connection: close");
+  });
+});
+
+describe("malformed input: a 400 whose JSON names the field", () => {
+  const cases: Array<[string, string, unknown, string, string]> = [
+    // [name, route suffix, body, code, field]
+    ["specversion missing", ":send", { events: [{ id: "a", source: "/s", type: "t" }] }, "invalid_argument", "events[0].specversion"],
+    ["specversion wrong", ":send", { events: [event("a", 1, { specversion: "0.3" })] }, "invalid_argument", "events[0].specversion"],
+    ["id missing", ":send", { events: [{ specversion: "1.0", source: "/s", type: "t" }] }, "invalid_argument", "events[0].id"],
+    ["id empty", ":send", { events: [event("")] }, "out_of_range", "events[0].id"],
+    ["type not a string", ":send", { events: [event("a", 1, { type: 7 })] }, "invalid_argument", "events[0].type"],
+    ["source missing", ":send", { events: [{ specversion: "1.0", id: "a", type: "t" }] }, "invalid_argument", "events[0].source"],
+    ["source with spaces", ":send", { events: [event("a", 1, { source: "not a uri" })] }, "invalid_argument", "events[0].source"],
+    ["datacontenttype not a media type", ":send", { events: [event("a", 1, { datacontenttype: "json" })] }, "invalid_argument", "events[0].datacontenttype"],
+    ["dataschema relative", ":send", { events: [event("a", 1, { dataschema: "schema.json" })] }, "invalid_argument", "events[0].dataschema"],
+    ["time not RFC 3339", ":send", { events: [event("a", 1, { time: "yesterday" })] }, "invalid_argument", "events[0].time"],
+    ["time impossible date", ":send", { events: [event("a", 1, { time: "2026-02-30T00:00:00Z" })] }, "invalid_argument", "events[0].time"],
+    ["subject empty", ":send", { events: [event("a", 1, { subject: "" })] }, "out_of_range", "events[0].subject"],
+    ["extension named in camelCase", ":send", { events: [event("a", 1, { dataContentType: "x" })] }, "unknown_field", "events[0].dataContentType"],
+    ["extension value an object", ":send", { events: [event("a", 1, { traceparent: { a: 1 } })] }, "invalid_argument", "events[0].traceparent"],
+    ["extension value a fraction", ":send", { events: [event("a", 1, { weight: 1.5 })] }, "invalid_argument", "events[0].weight"],
+    ["data and data_base64", ":send", { events: [event("a", 1, { data_base64: "AA==" })] }, "invalid_argument", "events[0].data_base64"],
+    ["data_base64 not base64", ":send", { events: [{ ...event("a"), data: undefined, data_base64: "%%%" }] }, "invalid_argument", "events[0].data_base64"],
+    ["non-JSON data not a string", ":send", { events: [event("a", { x: 1 }, { datacontenttype: "text/plain" })] }, "invalid_argument", "events[0].data"],
+    ["event not an object", ":send", { events: ["hello"] }, "invalid_argument", "events[0]"],
+    ["events not an array", ":send", { events: { a: 1 } }, "invalid_argument", "events"],
+    ["events missing", ":send", {}, "invalid_argument", "events"],
+    ["unknown send field", ":send", { events: [event("a")], delaySeconds: 5 }, "unknown_field", "delaySeconds"],
+    ["delay a string", ":send", { events: [event("a")], delay: "5" }, "invalid_argument", "delay"],
+    ["delay a fraction", ":send", { events: [event("a")], delay: 1.5 }, "invalid_argument", "delay"],
+    ["unknown lease field", ":lease", { max: 5 }, "unknown_field", "max"],
+    ["bad message id", ":ack", { messages: [{ id: "not-an-id", lease_generation: 1 }] }, "invalid_argument", "messages[0].id"],
+    ["lowercase message id", ":ack", { messages: [{ id: "01kdvdna000000000000000000", lease_generation: 1 }] }, "invalid_argument", "messages[0].id"],
+    ["lease_generation zero", ":ack", { messages: [{ id: "01KDVDNA000000000000000000", lease_generation: 0 }] }, "out_of_range", "messages[0].lease_generation"],
+    ["lease_generation missing", ":ack", { messages: [{ id: "01KDVDNA000000000000000000" }] }, "invalid_argument", "messages[0].lease_generation"],
+    ["delay on an ack", ":ack", { messages: [{ id: "01KDVDNA000000000000000000", lease_generation: 1, delay: 5 }] }, "unknown_field", "messages[0].delay"],
+    ["ack with nothing", ":ack", { messages: [] }, "out_of_range", "messages"],
+    ["replay from not a time", ":replay", { from: 12 }, "invalid_argument", "from"],
+    ["replay to before from", ":replay", { from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z" }, "out_of_range", "to"],
+    ["purge without scope", ":purge", {}, "invalid_argument", "scope"],
+    ["body an array", ":lease", [], "invalid_argument", ""],
+  ];
+  for (const [name, suffix, body, code, field] of cases) {
+    it(name, async () => {
+      const h = await apiHarness();
+      const keepers = await withKeepers(h);
+      const res = await h.call("POST", `${keepers.path}${suffix}`, { body });
+      expect(res.status).toBe(400);
+      const expected: Record<string, unknown> = { code };
+      if (field !== "") expected["field"] = field;
+      expect(res.json.error).toMatchObject(expected);
+      expect(res.json.error.message).toEqual(expect.any(String));
+      await keepers.check();
+    });
+  }
+
+  it("malformed JSON, invalid UTF-8 and a protobuf body on a JSON-only route", async () => {
+    const h = await apiHarness();
+    const keepers = await withKeepers(h);
+    const bad = await h.call("POST", `${keepers.path}:send`, { raw: '{"events": [', headers: { "content-type": "application/json" } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toEqual({ code: "malformed_body", message: "the request body is not valid JSON" });
+    const utf8 = await h.call("POST", `${keepers.path}:send`, {
+      raw: new Uint8Array([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]),
+      headers: { "content-type": "application/json" },
+    });
+    expect(utf8.json.error).toEqual({ code: "malformed_body", message: "the request body is not valid UTF-8" });
+    const proto = await h.call("POST", `${keepers.path}:replay`, { raw: new Uint8Array([1]), headers: { "content-type": "application/x-protobuf" } });
+    expect(proto.status).toBe(415);
+    const xml = await h.call("POST", `${keepers.path}:send`, { raw: "<x/>", headers: { "content-type": "application/xml" } });
+    expect(xml.status).toBe(415);
+    expect(xml.json.error).toMatchObject({ code: "unsupported_media_type", field: "Content-Type" });
+    const accept = await h.call("GET", keepers.path, { headers: { accept: "text/html" } });
+    expect(accept.status).toBe(406);
+    await keepers.check();
+  });
+
+  it("routes: unknown path 404, wrong method 405 with Allow", async () => {
+    const h = await apiHarness();
+    const none = await h.call("GET", "/v1/nothing/here");
+    expect(none.status).toBe(404);
+    expect(none.json.error.code).toBe("not_found");
+    const method = await h.call("PUT", `/v1/${testEnv}/queues/jobs`, { body: {} });
+    expect(method.status).toBe(405);
+    expect(method.headers["allow"]).toBe("GET, PATCH, DELETE");
+  });
+});
+
+describe("slow clients time out", () => {
+  async function rawExchange(url: string, write: string): Promise<{ text: string; ms: number }> {
+    const { port, hostname } = new URL(url);
+    const started = Date.now();
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write(write));
+      let text = "";
+      socket.on("data", (d) => (text += d.toString()));
+      socket.on("close", () => resolve({ text, ms: Date.now() - started }));
+      socket.on("error", reject);
+    });
+  }
+
+  it("headers that never finish: 408 and the connection closed", async () => {
+    const h = await apiHarness({ timeouts: { headersMs: 200, requestMs: 400, checkIntervalMs: 50 } });
+    const { text, ms } = await rawExchange(h.server.url, `GET /v1/${testEnv}/queues HTTP/1.1\r\nHost: x\r\n`);
+    expect(text.startsWith("HTTP/1.1 408")).toBe(true);
+    expect(ms).toBeLessThan(5_000);
+  });
+
+  it("a body that never finishes: 408 and the connection closed", async () => {
+    const h = await apiHarness({ timeouts: { headersMs: 200, requestMs: 400, checkIntervalMs: 50 } });
+    await h.createQueue("jobs");
+    const { text } = await rawExchange(
+      h.server.url,
+      `POST /v1/${testEnv}/queues/jobs:send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"events":`,
+    );
+    expect(text.startsWith("HTTP/1.1 408")).toBe(true);
+    expect((await h.call("GET", h.queuePath("jobs"))).json.counts.ready).toBe(0);
+  });
+});
