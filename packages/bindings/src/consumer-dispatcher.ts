@@ -186,16 +186,19 @@ export class ConsumerDispatcher {
       });
       result = await Promise.race([this.invoke(queue, batch.map(toConsumerMessage), metadata), wallTime]);
     } catch (error) {
-      this.log.error(`queue "${queue}": the queue() handler could not be run; the batch will be retried`, error);
+      // While stopping, workerd going away is expected (Ctrl-C reaches it too): the batch is
+      // handed back below, and that is not an error worth a stack trace.
+      if (this.running) this.log.error(`queue "${queue}": the queue() handler could not be run`, error);
       result = "failed";
     } finally {
       cancelTimer();
     }
     if (this.stopping || !this.unsettled.has(batch)) return;
     if (result === "failed" && !this.running) {
-      // Shutting down took workerd with it (Ctrl-C reaches its process too): not the handler's
-      // failure, so the batch goes back uncounted.
+      // Shutting down took workerd with it: not the handler's failure, so the batch goes back
+      // uncounted.
       await this.releaseBatch(batch);
+      this.log.info(`queue "${queue}": ${batch.length} message(s) in flight at shutdown handed back`);
       return;
     }
     this.unsettled.delete(batch);
@@ -205,22 +208,20 @@ export class ConsumerDispatcher {
       typeof result === "string"
         ? { acks: [], retries: ids.map((id) => ({ id, delaySeconds: this.settings.retryDelaySeconds })) }
         : resolveBatchOutcome(ids, result, this.settings.retryDelaySeconds);
-    if (result === "wall-time") {
-      this.log.warn(
-        `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s; ` +
-          `its ${batch.length} message(s) count as a failed delivery`,
-      );
-    } else if (typeof result !== "string" && result.outcome !== "ok") {
-      this.log.warn(
-        `queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ` +
-          `${settlement.retries.length} of ${batch.length} message(s) will be retried`,
-      );
-    }
     const generation = new Map(batch.map((m) => [m.id, m.leaseGeneration]));
     const settled = await this.cell.settle({
       acks: settlement.acks.map((id) => ({ id, leaseGeneration: generation.get(id)! })),
       nacks: settlement.retries.map((r) => ({ id: r.id, leaseGeneration: generation.get(r.id)!, delaySeconds: r.delaySeconds })),
     });
+    const fate = failedFate(batch.length, settled.retried, settled.deadLettered);
+    if (result === "wall-time") {
+      this.log.warn(
+        `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s ` +
+          `and counts as a failed delivery; ${fate}`,
+      );
+    } else if (typeof result !== "string" && result.outcome !== "ok") {
+      this.log.warn(`queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ${fate}`);
+    }
     this.onBatch?.({
       queue,
       size: batch.length,
@@ -240,6 +241,13 @@ export class ConsumerDispatcher {
       this.log.warn(`queue "${this.settings.queue}": could not hand back ${batch.length} message(s): ${String(error)}`);
     }
   }
+}
+
+/** What became of a failed batch, in words: retried, and gone after their last delivery. */
+function failedFate(size: number, retried: number, deadLettered: number): string {
+  const parts = [`${retried} of ${size} message(s) will be retried`];
+  if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and left the queue`);
+  return parts.join("; ");
 }
 
 function refsOf(batch: readonly LeasedMessage[]): Array<{ id: string; leaseGeneration: number }> {

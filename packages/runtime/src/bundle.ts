@@ -95,6 +95,9 @@ function nodeBuiltins(flags: readonly string[]): Plugin {
   return {
     name: "celld-node-builtins",
     setup(b) {
+      // workerd provides these (cloudflare:workers for DurableObject and WorkerEntrypoint,
+      // cloudflare:sockets, ...), as wrangler leaves them for it.
+      b.onResolve({ filter: /^cloudflare:/ }, (args) => ({ path: args.path, external: true }));
       b.onResolve({ filter: /^node:/ }, (args) => {
         const name = args.path.slice("node:".length);
         if (provided(name)) return { path: args.path, external: true };

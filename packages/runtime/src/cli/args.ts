@@ -107,9 +107,11 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
     strict: true,
     allowPositionals: false,
   });
-  let configs = (values.config ?? []).map((c) => resolve(cwd, c));
+  // Kept as the user typed them, so errors name files the way the user did; they are relative
+  // to the working directory the CLI runs in.
+  let configs = values.config ?? [];
   if (configs.length === 0) {
-    const found = configNames.map((n) => join(cwd, n)).find((p) => existsSync(p));
+    const found = configNames.find((n) => existsSync(join(cwd, n)));
     if (found === undefined) {
       throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd}; pass -c FILE`);
     }
@@ -119,7 +121,7 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
     configs,
     port: port("--port", values.port ?? "8787"),
     host: values.host ?? "127.0.0.1",
-    dataDir: resolve(cwd, values.data ?? join(dirname(configs[0]!), ".celld")),
+    dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort: values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]),
   };
 }

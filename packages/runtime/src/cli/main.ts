@@ -28,6 +28,12 @@ try {
   if (error instanceof UsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
     console.error(`celld: ${(error as Error).message}\n\n${usage}`);
     process.exitCode = 2;
+  } else if ((error as { code?: string }).code === "ERR_ADDRESS_IN_USE") {
+    console.error(`celld: ${(error as Error).message}`);
+    process.exitCode = 1;
+  } else if ((error as { code?: string }).code === "ERR_DATA_DIR_IN_USE") {
+    console.error(`celld: ${(error as Error).message}`);
+    process.exitCode = 1;
   } else if (error instanceof ApiError) {
     console.error(`celld: ${error.message}`);
     process.exitCode = 1;

@@ -6,6 +6,7 @@ import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
+import { lockDataDir } from "./data-dir-lock.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { queueErrorShim } from "./queue-error-shim.ts";
@@ -45,6 +46,7 @@ export interface Host {
 export async function startHost(options: HostOptions): Promise<Host> {
   const log = options.log ?? consoleHostLog;
   const clock = options.clock ?? systemClock;
+  const unlock = lockDataDir(options.dataDir);
   const registry = new CellRegistry({
     dataDir: options.dataDir,
     clock,
@@ -97,12 +99,14 @@ export async function startHost(options: HostOptions): Promise<Host> {
         for (const plugin of plugins) await plugin.stop(graceMs);
         await mf.dispose();
         await registry.closeAll();
+        unlock();
       },
     };
   } catch (error) {
     for (const plugin of plugins) await plugin.stop(0).catch(() => undefined);
     await miniflare?.dispose().catch(() => undefined);
     await registry.closeAll();
+    unlock();
     throw error;
   }
 }
