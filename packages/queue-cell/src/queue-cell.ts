@@ -410,15 +410,6 @@ export class QueueCell {
     );
   }
 
-  /**
-   * When the earliest ready message became (or becomes) leasable, or null when none is ready. A
-   * batching consumer times its batch window from here.
-   */
-  async earliestReadyAt(): Promise<number | null> {
-    this.assertOpen();
-    return this.loop.submit(() => this.store.earliestReadyDueAt());
-  }
-
   /** Changes settings; they apply to later deliveries and are persisted. */
   async configure(input: Partial<QueueConfig>): Promise<QueueConfig> {
     this.assertOpen();
