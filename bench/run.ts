@@ -1,8 +1,21 @@
 /**
- * Every benchmark, one after another: `npm run bench`. Each prints absolute figures and a ratio
- * against a baseline measured in the same run. Not a test: nothing here fails on a slow machine.
+ * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
+ * `npm run bench host` or `npm run bench api`. Each prints absolute figures and a ratio against a baseline measured in
+ * the same run. Not a test: nothing here fails on a slow machine.
  */
 import { runCellBench } from "../packages/queue-cell/bench/cell-bench.ts";
+import { runApiBench } from "./api-bench.ts";
+import { runHostBench } from "./host-bench.ts";
 
+const benches: Record<string, () => Promise<void>> = {
+  cell: () => runCellBench(),
+  host: () => runHostBench(),
+  api: async () => (await runApiBench()).forEach((line) => console.log(line)),
+};
 const only = process.argv[2];
-if (only === undefined || only === "cell") await runCellBench();
+if (only !== undefined && !Object.hasOwn(benches, only)) {
+  console.error(`no bench named "${only}"; there are: ${Object.keys(benches).join(", ")}`);
+  process.exitCode = 2;
+} else {
+  for (const [name, run] of Object.entries(benches)) if (only === undefined || only === name) await run();
+}

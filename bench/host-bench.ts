@@ -1,0 +1,236 @@
+/**
+ * The host end to end: a Worker in real workerd sends through its genuine `env.JOBS` binding, the
+ * queue's cell stores it durably, and a consumer Worker's queue() handler acks it. Beside each
+ * figure, the same Worker script on Miniflare's own in-memory queues, measured in the same run:
+ *   1. sendBatch(100) calls, 10,000 messages, first send to last ack (target ratio >= 2);
+ *   2. single send() calls from 50 concurrent requests, 10,000 messages (target ratio >= 1);
+ *   3. send() latency at about 1,000 sends/s, beside an empty request's (target p50 <= 2 ms,
+ *      p99 <= 10 ms), and at 100/s, where a send's own cost shows without queueing.
+ * Each host runs in its own child process (host-process.ts), started afresh for each round; this
+ * process only drives HTTP. The machine is shared and small, so beside the rates the bench prints
+ * each host's CPU time per message (its Node process and its workerd), which moves far less from
+ * run to run.
+ * Run: npm run bench host   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default; to profile the
+ * hosts, CELLD_BENCH_CHILD_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof")
+ */
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { availableParallelism, loadavg } from "node:os";
+import { fmt, median, ratioLine } from "../packages/queue-cell/bench/bench-stats.ts";
+import { benchConsumer } from "./bench-workers.ts";
+import { spawnHost, type HostProcess } from "./host-process.ts";
+import { drained, driver, endToEnd, paced, percentile, type Throughput } from "./host-workloads.ts";
+
+const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
+const messages = 10_000;
+const perBatch = 100;
+/** sendBatch requests in flight at once: a few producers, as a real deployment has. */
+const batchProducers = 4;
+const singleProducers = 50;
+/** The latency target's load, and a light one that shows a send's cost without queueing. */
+const pacedLoads = [
+  { rate: 1_000, noopMs: 1_500, sendMs: 1_500 },
+  { rate: 100, noopMs: 1_000, sendMs: 2_000 },
+] as const;
+
+interface Percentiles {
+  p50: number;
+  p99: number;
+}
+
+interface LatencyFigures {
+  send: Percentiles;
+  empty: Percentiles;
+  inWorker: Percentiles;
+  /** Sends answered per second: below the offered rate, the host could not keep up. */
+  sendAnsweredPerSecond: number;
+  failures: number;
+  firstFailure: string | undefined;
+}
+
+interface RoundFigures {
+  batch: Throughput;
+  single: Throughput;
+  /** One per pacedLoads entry. */
+  latency: LatencyFigures[];
+}
+
+const systems = ["celld", "miniflare"] as const;
+type System = (typeof systems)[number];
+
+function percentiles(values: readonly number[]): Percentiles {
+  return { p50: percentile(values, 50), p99: percentile(values, 99) };
+}
+
+async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
+  const d = driver(host, singleProducers);
+  try {
+    const calls = Math.round((messages / perBatch) * scale);
+    const batch = await endToEnd(d, `/send-batch?n=${perBatch}`, calls, perBatch, batchProducers);
+    const single = await endToEnd(d, "/send", Math.round(messages * scale), 1, singleProducers);
+    const latency: LatencyFigures[] = [];
+    for (const load of pacedLoads) {
+      const empty = await paced(d, "/noop", load.rate, load.noopMs * scale);
+      const before = d.host.consumed;
+      const sends = await paced(d, "/send", load.rate, load.sendMs * scale);
+      // The last partial batch waits out max_batch_timeout; the next run must start from empty.
+      await drained(d, before, sends.roundTripMs.length);
+      latency.push({
+        send: percentiles(sends.roundTripMs),
+        empty: percentiles(empty.roundTripMs),
+        inWorker: percentiles(sends.inWorkerMs),
+        sendAnsweredPerSecond: sends.answeredPerSecond,
+        failures: sends.failures + empty.failures,
+        firstFailure: sends.firstFailure ?? empty.firstFailure,
+      });
+    }
+    return { batch, single, latency };
+  } finally {
+    await d.pool.close();
+  }
+}
+
+const ms = (n: number): string => `${n.toFixed(2)} ms`;
+
+/** Read from its package.json: this process never loads Miniflare itself. */
+function miniflareVersion(): string {
+  const pkg = createRequire(import.meta.url)("miniflare/package.json") as { version?: unknown };
+  return typeof pkg.version === "string" ? pkg.version : "(unknown version)";
+}
+
+export async function runHostBench(log: (line: string) => void = console.log): Promise<void> {
+  log(
+    `host: celld (durability "full": WAL, synchronous=FULL) vs Miniflare ${miniflareVersion()} in-memory queues; ` +
+      `same Worker script; each host in its own process, started afresh each round, driven over HTTP from this one; ` +
+      `consumer max_batch_size ${benchConsumer.maxBatchSize}, max_batch_timeout ${benchConsumer.maxBatchTimeoutSeconds} s; ` +
+      `${rounds} rounds, medians; ${loadLine()}`,
+  );
+  const figures: Figures = { celld: [], miniflare: [] };
+  for (let round = 0; round < rounds; round++) {
+    // Alternating who goes first spreads the machine's drift over both.
+    const order = round % 2 === 0 ? systems : ([...systems].reverse() as System[]);
+    const parts: string[] = [];
+    for (const s of order) {
+      const f = await freshHostRound(s);
+      figures[s].push(f);
+      const at = f.latency[0]!;
+      parts.push(
+        `${s} batch ${fmt(f.batch.endToEnd)}, single ${fmt(f.single.endToEnd)} msg/s, ` +
+          `send at ${fmt(pacedLoads[0].rate)}/s p50/p99 ${ms(at.send.p50)}/${ms(at.send.p99)}`,
+      );
+    }
+    log(`  round ${round + 1}: ${parts.join(" | ")}`);
+  }
+  for (const line of summary(figures)) log(line);
+  log(`  ${loadLine()} at the end`);
+}
+
+type Figures = Record<System, RoundFigures[]>;
+
+const hostEntries: Record<System, string> = {
+  celld: join(import.meta.dirname, "celld-host.ts"),
+  miniflare: join(import.meta.dirname, "miniflare-host.ts"),
+};
+
+/**
+ * One round on a host started for it and stopped after: each round gets an empty cell file, and
+ * Miniflare's broker no state from earlier rounds (after some 50,000 messages through one broker,
+ * workerd was seen dropping every in-flight connection of the send() workload at once). A short
+ * pass first warms the new processes up (JIT, the cell's file, the broker's Durable Object).
+ */
+async function freshHostRound(system: System): Promise<RoundFigures> {
+  const host = await spawnHost(system, hostEntries[system]);
+  try {
+    await measure(host, 0.05);
+    return await measure(host);
+  } finally {
+    await host.stop();
+  }
+}
+
+/** The medians over the rounds, each beside its baseline or target. */
+function summary(figures: Figures): string[] {
+  const lines: string[] = [];
+  const log = (line: string): void => void lines.push(line);
+  const med = (s: System, pick: (f: RoundFigures) => number): number => median(figures[s].map(pick));
+  log(
+    ratioLine(
+      `  end to end, sendBatch(${perBatch}) x ${messages / perBatch} calls (${batchProducers} in flight), ${fmt(messages)} msgs (celld vs Miniflare)`,
+      med("celld", (f) => f.batch.endToEnd),
+      med("miniflare", (f) => f.batch.endToEnd),
+      ">= 2",
+    ),
+  );
+  log(
+    `    producer side alone (first call to last answer): celld ${fmt(med("celld", (f) => f.batch.sent))} msg/s, ` +
+      `Miniflare ${fmt(med("miniflare", (f) => f.batch.sent))} msg/s`,
+  );
+  log(cpuLine(figures, (f) => f.batch));
+  log(
+    ratioLine(
+      `  end to end, send() from ${singleProducers} concurrent requests, ${fmt(messages)} msgs (celld vs Miniflare)`,
+      med("celld", (f) => f.single.endToEnd),
+      med("miniflare", (f) => f.single.endToEnd),
+      ">= 1",
+    ),
+  );
+  log(cpuLine(figures, (f) => f.single));
+  pacedLoads.forEach((load, i) => {
+    for (const s of systems) {
+      const pick = (get: (l: LatencyFigures) => number) => med(s, (f) => get(f.latency[i]!));
+      const sendP50 = pick((l) => l.send.p50);
+      const sendP99 = pick((l) => l.send.p99);
+      const emptyP50 = pick((l) => l.empty.p50);
+      const emptyP99 = pick((l) => l.empty.p99);
+      const answered = pick((l) => l.sendAnsweredPerSecond);
+      // Behind the offered load and waiting far longer than an empty request: the figures are
+      // mostly time spent queueing for a saturated machine, not the send's own cost.
+      const behind = answered < load.rate * 0.95 && sendP50 > 5 * emptyP50 ? "; it fell behind, so these are mostly queueing" : "";
+      const target = s === "celld" && i === 0 ? "; target p50 <= 2 ms, p99 <= 10 ms" : "";
+      log(
+        `  send() at ${fmt(load.rate)}/s offered, ${s}: answered ${fmt(answered)}/s; HTTP round trip p50 ${ms(sendP50)}, ` +
+          `p99 ${ms(sendP99)}; empty request p50 ${ms(emptyP50)}, p99 ${ms(emptyP99)}; difference p50 ${ms(sendP50 - emptyP50)}, ` +
+          `p99 ${ms(sendP99 - emptyP99)}; in the Worker (workerd's coarse clock) p50 ${ms(pick((l) => l.inWorker.p50))}, ` +
+          `p99 ${ms(pick((l) => l.inWorker.p99))}${target}${behind}`,
+      );
+      const failed = figures[s].filter((f) => f.latency[i]!.failures > 0);
+      for (const f of failed) log(`    ${s}: ${f.latency[i]!.failures} request(s) failed, first: ${f.latency[i]!.firstFailure}`);
+    }
+  });
+  for (const s of systems) {
+    for (const [round, f] of figures[s].entries()) {
+      for (const [what, t] of [["sendBatch", f.batch], ["send()", f.single]] as const) {
+        if (t.resends === 0) continue;
+        log(
+          `    ${s}, round ${round + 1}, ${what}: ${t.resends} request(s) sent again after a connection reset ` +
+            `(the first attempt may have sent too); first: ${t.firstReset}`,
+        );
+      }
+    }
+  }
+  return lines;
+}
+
+/** Where the work goes, by process: steadier than rates on a shared machine. */
+function cpuLine(figures: Figures, pick: (f: RoundFigures) => Throughput): string {
+  const us = (n: number): string => `${Math.round(n).toLocaleString("en-US")} µs`;
+  const parts = systems.map((s) => {
+    const cpu = figures[s].map((f) => pick(f).cpuPerMessageUs);
+    if (cpu.some((c) => c === undefined)) return `${s} (no /proc here)`;
+    const node = median(cpu.map((c) => c!.node));
+    const workerd = median(cpu.map((c) => c!.workerd));
+    return `${s} ${us(node + workerd)} (Node ${us(node)} + workerd ${us(workerd)})`;
+  });
+  const driverCpu = median(systems.flatMap((s) => figures[s].map((f) => pick(f).driverCpuPerMessageUs)));
+  return `    CPU per message, sending and consuming: ${parts.join("; ")}; the HTTP driver (this process) ${us(driverCpu)}`;
+}
+
+/** The machine is shared: say how busy it was, so figures from different runs can be read. */
+function loadLine(): string {
+  const [one, five] = loadavg();
+  return `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min) on ${availableParallelism()} cores`;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await runHostBench();
+}

@@ -1,0 +1,193 @@
+/**
+ * A host under benchmark runs in its own process, so that both hosts are measured alike: celld
+ * (bench/celld-host.ts) and Miniflare's in-memory queues (bench/miniflare-host.ts), which must
+ * never share a process with celld because celld's queue wiring patches Miniflare process-wide.
+ * The bench process only drives HTTP and keeps time.
+ *
+ * The child's side is serveHost; the parent's is spawnHost. Over the IPC channel the child says
+ * `ready` (with its URL) once, then `consumed` after each settled consumer batch; the parent says
+ * `stop`. Each host counts consumption where it settles a batch: celld's `onBatch` report after
+ * the acks commit, Miniflare's broker log line after it has applied the batch's outcome.
+ *
+ * Imports nothing from celld (the Miniflare child loads this file).
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { performance } from "node:perf_hooks";
+
+type ChildMessage =
+  | { type: "ready"; url: string }
+  | { type: "consumed"; count: number }
+  | { type: "failed"; message: string };
+
+type ParentMessage = { type: "stop" };
+
+export interface ServedHost {
+  url: URL;
+  close(): Promise<void>;
+}
+
+/** Starts a host; `consumed(n)` is to be called with the acked count of each settled batch. */
+export type HostStarter = (consumed: (count: number) => void) => Promise<ServedHost>;
+
+/** The child's side: starts the host, reports to the parent, and closes it on stop or signal. */
+export function serveHost(start: HostStarter): void {
+  const send = process.send?.bind(process);
+  if (send === undefined) throw new Error("a bench host runs as a child of the bench (spawnHost); it needs an IPC channel");
+  const starting = start((count) => {
+    if (process.connected) send({ type: "consumed", count } satisfies ChildMessage);
+  });
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    // A stop that arrives while the host is still starting waits for it, so workerd never outlives us.
+    void starting
+      .then((host) => host.close())
+      .then(
+        () => process.exit(),
+        (error: unknown) => {
+          console.error("bench host: closing failed", error);
+          process.exit(1);
+        },
+      );
+  };
+  process.on("message", (message: ParentMessage) => {
+    if (message.type === "stop") stop();
+  });
+  // The bench went away (crashed or was interrupted): clean up all the same.
+  process.on("disconnect", stop);
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+  // Say which process failed (the bench's output interleaves three), then close the host anyway.
+  process.on("uncaughtException", (error) => {
+    console.error(`bench host (pid ${process.pid}, ${process.argv[1]}): uncaught exception`, error);
+    process.exitCode = 1;
+    stop();
+  });
+  starting.then(
+    (host) => send({ type: "ready", url: host.url.href } satisfies ChildMessage),
+    (error: unknown) => {
+      const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      send({ type: "failed", message } satisfies ChildMessage, () => process.exit(1));
+    },
+  );
+}
+
+export interface HostProcess {
+  readonly name: string;
+  readonly url: URL;
+  /** The host's Node process (its workerd runs beneath it). */
+  readonly pid: number;
+  /** Messages consumed (acked) since the host started. */
+  readonly consumed: number;
+  /** Resolves with performance.now() at the report that took the count to `target`. */
+  untilConsumed(target: number, timeoutMs: number): Promise<number>;
+  /** Asks the host to close and waits for its process to end (killing it after `timeoutMs`). */
+  stop(timeoutMs?: number): Promise<void>;
+}
+
+interface Waiter {
+  target: number;
+  resolve: (at: number) => void;
+  reject: (error: Error) => void;
+}
+
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Runs `entry` (a .ts file) as a child through tsx and waits until its host is ready. */
+export async function spawnHost(name: string, entry: string, startTimeoutMs = 90_000): Promise<HostProcess> {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    // SIGTERM, not SIGKILL: the child then closes its host, and with it workerd.
+    process.on("exit", () => {
+      for (const child of live) child.kill("SIGTERM");
+    });
+  }
+  // CELLD_BENCH_CHILD_ARGS passes Node flags to the hosts, e.g. "--cpu-prof --cpu-prof-dir=prof".
+  const extra = (process.env.CELLD_BENCH_CHILD_ARGS ?? "").split(" ").filter((a) => a !== "");
+  const child = fork(entry, [], { execArgv: ["--import", "tsx", ...extra], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  live.add(child);
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  void exited.then(() => live.delete(child));
+
+  let consumed = 0;
+  let waiters: Waiter[] = [];
+  const url = await new Promise<URL>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${startTimeoutMs} ms`)), startTimeoutMs);
+    child.on("message", (message: ChildMessage) => {
+      if (message.type === "ready") {
+        clearTimeout(timer);
+        resolve(new URL(message.url));
+      } else if (message.type === "failed") {
+        clearTimeout(timer);
+        reject(new Error(`${name} failed to start:\n${message.message}`));
+      } else {
+        consumed += message.count;
+        const at = performance.now();
+        const due = waiters.filter((w) => w.target <= consumed);
+        if (due.length > 0) waiters = waiters.filter((w) => w.target > consumed);
+        for (const w of due) w.resolve(at);
+      }
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`${name}: its process ended before it was ready (exit code ${child.exitCode})`));
+    });
+  }).catch(async (error: unknown) => {
+    child.kill("SIGTERM");
+    await exited;
+    throw error;
+  });
+  // A host that dies mid-run fails its waiters at once, not after their timeouts.
+  let gone: Error | undefined;
+  void exited.then(() => {
+    gone = new Error(`${name}: its process ended (exit code ${child.exitCode}, signal ${child.signalCode})`);
+    for (const w of waiters.splice(0)) w.reject(gone);
+  });
+
+  return {
+    name,
+    url,
+    pid: child.pid!,
+    get consumed() {
+      return consumed;
+    },
+    untilConsumed(target, timeoutMs) {
+      if (consumed >= target) return Promise.resolve(performance.now());
+      if (gone !== undefined) return Promise.reject(gone);
+      return new Promise<number>((resolve, reject) => {
+        const waiter: Waiter = {
+          target,
+          resolve: (at) => {
+            clearTimeout(timer);
+            resolve(at);
+          },
+          reject: (error) => {
+            clearTimeout(timer);
+            reject(error);
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters = waiters.filter((w) => w !== waiter);
+          reject(new Error(`${name}: ${consumed} of ${target} messages consumed after ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiters.push(waiter);
+      });
+    },
+    async stop(timeoutMs = 30_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      if (child.connected) child.send({ type: "stop" } satisfies ParentMessage);
+      else child.kill("SIGTERM");
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), timeoutMs)));
+      const outcome = await Promise.race([exited, late]);
+      clearTimeout(timer);
+      if (outcome === "late") {
+        console.error(`${name}: did not stop within ${timeoutMs} ms; killing it`);
+        child.kill("SIGKILL");
+        await exited;
+      }
+    },
+  };
+}

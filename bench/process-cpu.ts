@@ -1,0 +1,63 @@
+/**
+ * CPU time of a host's process tree, split into its Node process and its workerd: on a shared,
+ * noisy machine, CPU per message says where the work goes even when wall-clock rates swing.
+ * Linux only (/proc); elsewhere there is no figure and the bench says so.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+
+export interface CpuSeconds {
+  /** The host's Node process, all its threads. */
+  node: number;
+  /** Every workerd process under it. */
+  workerd: number;
+}
+
+// USER_HZ, in which /proc reports times, is 100 on every Linux architecture Node runs on.
+const ticksPerSecond = 100;
+
+interface Proc {
+  ppid: number;
+  comm: string;
+  seconds: number;
+}
+
+function readProc(pid: string): Proc | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // comm may hold spaces and parentheses; the fields after it start past the last ")".
+    const close = stat.lastIndexOf(")");
+    const comm = stat.slice(stat.indexOf("(") + 1, close);
+    const fields = stat.slice(close + 2).split(" ");
+    return { ppid: Number(fields[1]), comm, seconds: (Number(fields[11]) + Number(fields[12])) / ticksPerSecond };
+  } catch {
+    return undefined; // gone between listing and reading
+  }
+}
+
+/** CPU seconds used so far by `rootPid` and its workerd descendants; undefined without /proc. */
+export function hostCpuSeconds(rootPid: number): CpuSeconds | undefined {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  } catch {
+    return undefined;
+  }
+  const procs = new Map<number, Proc>();
+  for (const pid of pids) {
+    const proc = readProc(pid);
+    if (proc !== undefined) procs.set(Number(pid), proc);
+  }
+  const root = procs.get(rootPid);
+  if (root === undefined) return undefined;
+  const children = new Map<number, number[]>();
+  for (const [pid, proc] of procs) children.set(proc.ppid, [...(children.get(proc.ppid) ?? []), pid]);
+  let workerd = 0;
+  const stack = [...(children.get(rootPid) ?? [])];
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    const proc = procs.get(pid)!;
+    if (proc.comm.startsWith("workerd")) workerd += proc.seconds;
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return { node: root.seconds, workerd };
+}
