@@ -231,10 +231,13 @@ export class QueueCell {
     }
   }
 
-  /** Backlog figures as a Worker's send() and metrics() report them. */
+  /**
+   * Backlog figures as a Worker's send() and metrics() report them, from what has committed. Read
+   * without a write-loop group: the totals are kept in memory, and a consumer asks once a batch.
+   */
   async backlogMetrics(): Promise<BacklogMetrics> {
     this.assertOpen();
-    return this.loop.submit(() => this.metrics());
+    return this.metrics();
   }
 
   /**

@@ -4,7 +4,7 @@ import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import type { HostLog } from "./host-log.ts";
-import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
+import type { HostPlugin, PluginStartContext, WorkerHandle } from "./host-plugin.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
@@ -69,9 +69,12 @@ export class QueuesPlugin implements HostPlugin {
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         const cell = await registry.open(consumer.queue);
+        // One Fetcher per consumer: getWorker() is a synchronous round trip to workerd that
+        // blocks the event loop, too dear to pay on every batch.
+        let handle: Promise<WorkerHandle> | undefined;
         const invoke: QueueInvoker = async (queue, messages, metadata) => {
-          const handle = await context.getWorker(worker.name);
-          return handle.queue(queue, messages as never, metadata as never);
+          handle ??= context.getWorker(worker.name);
+          return (await handle).queue(queue, messages as never, metadata as never);
         };
         const dispatcher = new ConsumerDispatcher({
           cell,
