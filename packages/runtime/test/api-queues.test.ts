@@ -146,6 +146,28 @@ describe("the queues collection", () => {
     expect((await h.call("GET", h.queuePath("jobs"))).json.visibility_timeout).toBe(120);
   });
 
+  it("refuses a dead_letter_queue that would close a loop, and changes nothing", async () => {
+    const h = await apiHarness();
+    await h.createQueue("a");
+    await h.createQueue("b");
+    await h.createQueue("c");
+    expect((await h.call("PATCH", h.queuePath("b"), { body: { dead_letter_queue: "a" } })).status).toBe(200);
+    expect((await h.call("PATCH", h.queuePath("c"), { body: { dead_letter_queue: "b" } })).status).toBe(200);
+    const loop = await h.call("PATCH", h.queuePath("a"), { body: { dead_letter_queue: "c" } });
+    expect(loop.status).toBe(400);
+    expect(loop.json.error).toMatchObject({
+      code: "invalid_argument",
+      field: "dead_letter_queue",
+      bound: "a chain of dead-letter queues without loops",
+    });
+    expect(loop.json.error.message).toContain(
+      `(${testEnv}/queues/a -> ${testEnv}/queues/c -> ${testEnv}/queues/b -> ${testEnv}/queues/a)`,
+    );
+    expect((await h.call("GET", h.queuePath("a"))).json.dead_letter_queue).toBeNull();
+    // A chain that does not come back is fine.
+    expect((await h.call("PATCH", h.queuePath("a"), { body: { dead_letter_queue: null } })).status).toBe(200);
+  });
+
   it("deletes a queue with its messages and subscriptions; a new queue of that name starts empty", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs");

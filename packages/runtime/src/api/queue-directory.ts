@@ -284,6 +284,21 @@ export class QueueDirectory {
         bound: "an existing queue of the same environment",
       });
     }
+    // A cell skips an id it took in during the retention period (that is what makes a repeated
+    // dead-letter move harmless), so a message sent around a loop would be dropped on its return.
+    const chain = [name];
+    for (let at: string | null = deadLetterQueue; at !== null && !chain.includes(at); ) {
+      chain.push(at);
+      at = this.find(at)?.settings?.deadLetterQueue ?? null;
+      if (at === name) {
+        throw new ApiError(
+          "invalid_argument",
+          `dead_letter_queue ${deadLetterQueue} would close a loop of dead-letter queues (${[...chain, name].join(" -> ")}); ` +
+            "a message dead-lettered around it would be dropped",
+          { field: "dead_letter_queue", bound: "a chain of dead-letter queues without loops" },
+        );
+      }
+    }
   }
 
   /** Admin calls on one queue run one at a time, so the cell and the catalog agree after each. */
