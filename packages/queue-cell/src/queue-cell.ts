@@ -306,12 +306,9 @@ export class QueueCell {
         const head = this.liveHead(ref);
         if (head === undefined) {
           result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
-        } else if (head.deliveries >= this.config.maxDeliveries) {
-          this.deadLetter(head, nowMs);
+        } else if (this.failDelivery(head, nowMs + (ref.delaySeconds ?? 0) * msPerSecond, nowMs)) {
           result.deadLettered += 1;
         } else {
-          this.store.setState(head, MessageState.ready, nowMs + (ref.delaySeconds ?? 0) * msPerSecond);
-          this.readyChanged = true;
           result.retried += 1;
         }
       }
@@ -496,14 +493,8 @@ export class QueueCell {
   private maintain(nowMs: number): void {
     for (;;) {
       const expired = this.store.expiredLeases(nowMs, expirySliceRows);
-      for (const head of expired) {
-        // An expired lease was a delivery that failed.
-        if (head.deliveries >= this.config.maxDeliveries) this.deadLetter(head, nowMs);
-        else {
-          this.store.setState(head, MessageState.ready, head.dueAt);
-          this.readyChanged = true;
-        }
-      }
+      // An expired lease was a delivery that failed; the message is ready again from its end.
+      for (const head of expired) this.failDelivery(head, head.dueAt, nowMs);
       if (expired.length < expirySliceRows) break;
     }
     this.store.sweepEnqueuedBefore(nowMs - retentionMs);
@@ -530,6 +521,20 @@ export class QueueCell {
     if (head === undefined || head.leaseGeneration !== ref.leaseGeneration) return undefined;
     if (head.state !== MessageState.leased && head.state !== MessageState.ready) return undefined;
     return head;
+  }
+
+  /**
+   * A delivery failed (a nack, or a lease that ran out). On the last allowed delivery the message
+   * is dead-lettered; otherwise it is ready again at `readyAtMs`. Returns whether it died.
+   */
+  private failDelivery(head: MessageHead, readyAtMs: number, nowMs: number): boolean {
+    if (head.deliveries >= this.config.maxDeliveries) {
+      this.deadLetter(head, nowMs);
+      return true;
+    }
+    this.store.setState(head, MessageState.ready, readyAtMs);
+    this.readyChanged = true;
+    return false;
   }
 
   private deadLetter(head: MessageHead, nowMs: number): void {
