@@ -128,7 +128,7 @@ export class ConsumerDispatcher {
       const batch = await this.collectBatch();
       if (batch.length === 0) continue;
       if (!this.running) {
-        await this.cell.release(refsOf(batch));
+        await this.releaseBatch(batch);
         break;
       }
       const delivery = this.deliver(batch).finally(() => {
