@@ -25,6 +25,7 @@ export {
 } from "./queue-cell.ts";
 export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
 export { SqliteCellStore, type Durability, type SqliteStoreOptions } from "./sqlite-store.ts";
+export type { SyncFile } from "./wal-sync.ts";
 export {
   MessageState,
   type CellStore,

@@ -147,6 +147,11 @@ export class QueueCell {
   private mover: Promise<void> | undefined;
   private closed = false;
   private lastActivityMs = 0;
+  /**
+   * No lease expires and no row outlives retention before this time: a lower bound, lowered as
+   * leases and rows are added and made exact by maintain(). -Infinity: not yet known.
+   */
+  private maintenanceDueAt = -Infinity;
 
   constructor(options: QueueCellOptions) {
     this.name = options.name;
@@ -171,6 +176,7 @@ export class QueueCell {
     this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
     this.loop = new WriteLoop({
       transaction: (fn) => this.store.transaction(fn),
+      durable: () => this.store.durable(),
       now: () => this.now(),
       beforeGroup: (nowMs) => {
         this.lastActivityMs = nowMs;
@@ -223,6 +229,7 @@ export class QueueCell {
           };
         });
         const ids = this.store.insert(rows);
+        this.maintenanceDueBy(nowMs + retentionMs);
         this.readyChanged = true;
         return { ids, metrics: this.metrics() };
       });
@@ -295,12 +302,9 @@ export class QueueCell {
     return this.loop.submit((nowMs) => {
       const result: SettleResult = { acked: 0, retried: 0, deadLettered: 0, staleLeases: [] };
       for (const ref of acks) {
-        const head = this.liveHead(ref);
-        if (head === undefined) result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
-        else {
-          this.store.remove(head);
-          result.acked += 1;
-        }
+        // liveHead's rule, in one statement: present, not dead-lettered, same generation.
+        if (this.store.removeHeld(ref.id, ref.leaseGeneration)) result.acked += 1;
+        else result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
       }
       for (const ref of nacks) {
         const head = this.liveHead(ref);
@@ -448,7 +452,10 @@ export class QueueCell {
         body: m.body,
       }));
       const inserted = this.store.insert(rows, { skipKnownIds: true });
-      if (inserted.length > 0) this.readyChanged = true;
+      if (inserted.length > 0) {
+        this.maintenanceDueBy(nowMs + retentionMs);
+        this.readyChanged = true;
+      }
       return inserted.length;
     });
   }
@@ -460,7 +467,7 @@ export class QueueCell {
     this.waiters.closeAll();
     this.cancelTimer?.();
     this.cancelTimer = undefined;
-    this.loop.close();
+    await this.loop.close();
     await this.mover?.catch(() => undefined);
     this.store.close();
   }
@@ -490,7 +497,12 @@ export class QueueCell {
     return this.lastNowMs;
   }
 
+  /**
+   * Lease expiry and retention, when either can be due: most groups skip both, which would
+   * otherwise cost index walks on every commit.
+   */
   private maintain(nowMs: number): void {
+    if (nowMs < this.maintenanceDueAt) return;
     for (;;) {
       const expired = this.store.expiredLeases(nowMs, expirySliceRows);
       // An expired lease was a delivery that failed; the message is ready again from its end.
@@ -498,10 +510,22 @@ export class QueueCell {
       if (expired.length < expirySliceRows) break;
     }
     this.store.sweepEnqueuedBefore(nowMs - retentionMs);
+    const due = this.store.dueTimes(nowMs);
+    this.maintenanceDueAt = Math.min(
+      due.nextLeaseExpiryAt ?? Infinity,
+      due.oldestEnqueuedAt === null ? Infinity : due.oldestEnqueuedAt + retentionMs,
+    );
+  }
+
+  /** Something new can fall due at `atMs` (a lease's end, a row's retention). */
+  private maintenanceDueBy(atMs: number): void {
+    if (atMs < this.maintenanceDueAt) this.maintenanceDueAt = atMs;
   }
 
   private leaseNow(nowMs: number, max: number, visibilityMs: number): LeasedMessage[] {
-    return this.store.lease(nowMs, max, nowMs + visibilityMs).map((m) => ({
+    const rows = this.store.lease(nowMs, max, nowMs + visibilityMs);
+    if (rows.length > 0) this.maintenanceDueBy(nowMs + visibilityMs);
+    return rows.map((m) => ({
       id: m.id,
       leaseGeneration: m.leaseGeneration,
       deliveries: m.deliveries,
@@ -587,13 +611,9 @@ export class QueueCell {
 
   /** One timer for the next thing that falls due: a delay, a lease expiry, retention. */
   private armTimer(nowMs: number): void {
-    const due = this.store.dueTimes(nowMs);
-    const candidates = [
-      this.waiters.size > 0 ? due.nextVisibleAt : null,
-      due.nextLeaseExpiryAt,
-      due.oldestEnqueuedAt === null ? null : due.oldestEnqueuedAt + retentionMs + 1,
-    ].filter((t): t is number => t !== null);
-    const at = candidates.length === 0 ? undefined : Math.max(nowMs + 1, Math.min(...candidates));
+    const nextVisibleAt = this.waiters.size > 0 ? this.store.nextVisibleAt(nowMs) : null;
+    const earliest = Math.min(nextVisibleAt ?? Infinity, this.maintenanceDueAt);
+    const at = earliest === Infinity ? undefined : Math.max(nowMs + 1, earliest);
     if (at === this.timerAtMs) return;
     this.cancelTimer?.();
     this.cancelTimer = undefined;

@@ -10,6 +10,7 @@ import {
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
+import { WalSync, type SyncFile } from "./wal-sync.ts";
 
 /**
  * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
@@ -19,7 +20,14 @@ export type Durability = "full" | "normal" | "off";
 
 export interface SqliteStoreOptions {
   durability?: Durability;
+  /** With `full`: how the WAL is flushed (fs.fdatasync; tests hold it to watch what waits). */
+  syncFile?: SyncFile;
+  /** With `full`: the WAL size that triggers a checkpoint after a flush. */
+  checkpointWalBytes?: number;
 }
+
+/** About SQLite's own default of 1,000 pages between checkpoints. */
+const checkpointWalBytesDefault = 4 * 1024 * 1024;
 
 const schema = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -105,9 +113,19 @@ function messageBytes(row: NewMessage): number {
   return row.body.byteLength + (row.attributes === null ? 0 : Buffer.byteLength(row.attributes));
 }
 
-/** One SQLite file per cell, WAL, one writer. Totals are kept in memory and rebuilt on open. */
+/**
+ * One SQLite file per cell, WAL, one writer. Totals are kept in memory and rebuilt on open.
+ *
+ * Durability `full` does what synchronous=FULL does, off the event loop: SQLite commits with
+ * synchronous=OFF, WalSync flushes the WAL with fdatasync on the thread pool, and `durable()`
+ * says when a commit is on disk. SQLite's automatic checkpoints are off (with synchronous=OFF
+ * they would not flush the database file before reusing the log); the store checkpoints itself,
+ * with synchronous=FULL for the checkpoint, once the log has grown past checkpointWalBytes.
+ */
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
+  private readonly walSync: WalSync | undefined;
+  private readonly checkpointWalBytes: number;
   private counts: StoreTotals;
   /** undefined: unknown, recompute; null: no backlog. */
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
@@ -116,7 +134,15 @@ export class SqliteCellStore implements CellStore {
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.db = new Database(path);
     this.db.pragma("journal_mode = WAL");
-    this.db.pragma(`synchronous = ${(options.durability ?? "full").toUpperCase()}`);
+    const durability = options.durability ?? "full";
+    this.checkpointWalBytes = options.checkpointWalBytes ?? checkpointWalBytesDefault;
+    if (durability === "full") {
+      this.db.pragma("synchronous = OFF");
+      this.db.pragma("wal_autocheckpoint = 0");
+      this.walSync = new WalSync(`${path}-wal`, options.syncFile, () => this.checkpointIfLarge());
+    } else {
+      this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
+    }
     this.db.pragma("foreign_keys = OFF");
     // 16 MiB of page cache, allocated only as pages are used: a large backlog keeps its index
     // interior pages hot without every small cell paying for it.
@@ -134,12 +160,17 @@ export class SqliteCellStore implements CellStore {
       ),
       markReceived: db.prepare("INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)"),
       leasable: db.prepare(
-        `SELECT seq, due_at FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ?`,
+        `SELECT ${fullColumns} FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ?`,
       ),
-      leaseOne: db.prepare(
+      // One statement for the whole lease: the rows' seqs go in as a JSON array.
+      leaseRows: db.prepare(
         `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
            deliveries = deliveries + 1, lease_generation = lease_generation + 1
-         WHERE seq = ? RETURNING ${fullColumns}`,
+         WHERE seq IN (SELECT value FROM json_each(?))`,
+      ),
+      removeHeld: db.prepare(
+        `DELETE FROM messages WHERE id = ? AND lease_generation = ?
+           AND state IN (${MessageState.ready}, ${MessageState.leased}) RETURNING seq, state, bytes`,
       ),
       head: db.prepare(`SELECT ${headColumns} FROM messages WHERE id = ?`),
       setState: db.prepare("UPDATE messages SET state = ?, due_at = ? WHERE seq = ?"),
@@ -196,6 +227,18 @@ export class SqliteCellStore implements CellStore {
       sweepReceived: db.prepare("DELETE FROM received WHERE at <= ?"),
     };
     this.counts = this.readTotals();
+    if (this.walSync !== undefined) {
+      // Opening a WAL database leaves its log file in place; flush what recovery or the schema
+      // wrote before anything is built on it.
+      this.walSync.open();
+      this.db.pragma("synchronous = FULL");
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+      this.db.pragma("synchronous = OFF");
+    }
+  }
+
+  durable(): Promise<void> | undefined {
+    return this.walSync?.durable();
   }
 
   transaction<T>(fn: () => T): T {
@@ -239,14 +282,27 @@ export class SqliteCellStore implements CellStore {
   }
 
   lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
-    const picked = this.stmt.leasable.all(nowMs, limit) as Array<{ seq: number; due_at: number }>;
-    const rows = picked.map(({ seq, due_at }) => ({
-      ...toStored(this.stmt.leaseOne.get(expiresAtMs, seq) as FullRow),
-      availableAt: due_at,
+    const picked = this.stmt.leasable.all(nowMs, limit) as FullRow[];
+    if (picked.length === 0) return [];
+    this.stmt.leaseRows.run(expiresAtMs, JSON.stringify(picked.map((row) => row.seq)));
+    const rows = picked.map((row) => ({
+      ...toStored(row),
+      state: MessageState.leased,
+      dueAt: expiresAtMs,
+      deliveries: row.deliveries + 1,
+      leaseGeneration: row.lease_generation + 1,
+      availableAt: row.due_at,
     }));
     this.counts.ready -= rows.length;
     this.counts.leased += rows.length;
     return rows.sort((a, b) => a.seq - b.seq);
+  }
+
+  removeHeld(id: string, leaseGeneration: number): boolean {
+    const row = this.stmt.removeHeld.get(id, leaseGeneration) as Pick<HeadRow, "seq" | "state" | "bytes"> | undefined;
+    if (row === undefined) return false;
+    this.leaveState(row);
+    return true;
   }
 
   head(id: string): MessageHead | undefined {
@@ -334,12 +390,16 @@ export class SqliteCellStore implements CellStore {
     return row === undefined ? null : row.due_at;
   }
 
-  dueTimes(nowMs: number): DueTimes {
+  nextVisibleAt(nowMs: number): number | null {
     const visible = this.stmt.nextVisible.get(nowMs) as { due_at: number } | undefined;
+    return visible === undefined ? null : visible.due_at;
+  }
+
+  dueTimes(nowMs: number): DueTimes {
     const expiry = this.stmt.nextLeaseExpiry.get() as { due_at: number } | undefined;
     const oldest = this.stmt.oldestEnqueued.get() as { enqueued_at: number } | undefined;
     return {
-      nextVisibleAt: visible === undefined ? null : visible.due_at,
+      nextVisibleAt: this.nextVisibleAt(nowMs),
       nextLeaseExpiryAt: expiry === undefined ? null : expiry.due_at,
       oldestEnqueuedAt: oldest === undefined ? null : oldest.enqueued_at,
     };
@@ -364,7 +424,26 @@ export class SqliteCellStore implements CellStore {
   }
 
   close(): void {
-    if (this.db.open) this.db.close();
+    if (this.db.open) {
+      // The last connection's close checkpoints the log into the file and deletes it: with the
+      // file flushed as well.
+      if (this.walSync !== undefined) this.db.pragma("synchronous = FULL");
+      this.db.close();
+    }
+    this.walSync?.close();
+  }
+
+  /** After a flush: a log past the threshold is copied into the database file and emptied. */
+  private checkpointIfLarge(): void {
+    if (!this.db.open || this.db.inTransaction) return;
+    const size = this.walSync?.logBytes();
+    if (size === undefined || size < this.checkpointWalBytes) return;
+    this.db.pragma("synchronous = FULL");
+    try {
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+    } finally {
+      this.db.pragma("synchronous = OFF");
+    }
   }
 
   private readTotals(): StoreTotals {

@@ -80,11 +80,17 @@ export interface DueTimes {
 
 export interface CellStore {
   /**
-   * Runs `fn` atomically; when it returns, its writes are durable. A throw writes nothing. The
-   * backend's own I/O failures come out as CellError ERR_STORAGE (retryable); anything else that
-   * `fn` throws passes through unchanged.
+   * Runs `fn` atomically. A throw writes nothing. The backend's own I/O failures come out as
+   * CellError ERR_STORAGE (retryable); anything else that `fn` throws passes through unchanged.
+   * Its writes are visible at once but durable only when `durable()` says so.
    */
   transaction<T>(fn: () => T): T;
+  /**
+   * Resolves once every transaction committed so far is on disk (rejects with ERR_STORAGE if
+   * that failed). Undefined when a transaction is already as durable as it will get when it
+   * returns (a backend that flushes inside commit, or durability off).
+   */
+  durable(): Promise<void> | undefined;
 
   /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
@@ -98,6 +104,11 @@ export interface CellStore {
   /** Moves a row to ready, resetting its delivery count, with a new generation (replay). */
   resetToReady(head: MessageHead, dueAtMs: number): void;
   remove(head: MessageHead): void;
+  /**
+   * Deletes the row if it is ready or leased with this generation (an ack); false, and nothing
+   * changed, if it is not.
+   */
+  removeHeld(id: string, leaseGeneration: number): boolean;
 
   /** Leased rows whose lease ended at or before `nowMs`, oldest first. */
   expiredLeases(nowMs: number, limit: number): MessageHead[];
@@ -118,6 +129,8 @@ export interface CellStore {
   /** Visible time of the earliest ready row, due or not. */
   earliestReadyDueAt(): number | null;
   dueTimes(nowMs: number): DueTimes;
+  /** Earliest visible time of a delayed ready row (after `nowMs`); dueTimes' first figure alone. */
+  nextVisibleAt(nowMs: number): number | null;
   /** Entry time of the newest row; the cell's clock never runs behind it. */
   newestEnqueuedAt(): number | null;
 

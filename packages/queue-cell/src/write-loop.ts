@@ -9,25 +9,33 @@ interface Job {
 }
 
 export interface WriteLoopHooks {
-  /** Runs `fn` as one durable transaction (the store's). */
+  /** Runs `fn` as one transaction (the store's). */
   transaction: <T>(fn: () => T) => T;
+  /** When what has committed is on disk; undefined if it already is (CellStore.durable). */
+  durable: () => Promise<void> | undefined;
   /** The group's time; the same for every call in the group. */
   now: () => number;
   /** Work due at the start of every group (lease expiry, retention), inside the transaction. */
   beforeGroup: (nowMs: number) => void;
-  /** After the commit and after every call has been answered. */
+  /** After the commit is durable and every call has been answered. */
   afterCommit: (nowMs: number) => void;
 }
 
 /**
  * The cell's single writer. Calls that arrive while a group is being written wait for the next
  * one; each group is one transaction, so durability costs one fsync per group, not per call.
- * A call's promise settles only after its group has committed (or failed as a whole).
+ * A call's promise settles only after its group has committed and is durable (or failed as a
+ * whole). The next group does not wait for that flush: groups that commit while one flush runs
+ * share the next, so the event loop never waits for the disk.
  */
 export class WriteLoop {
   private pending: Job[] = [];
   private scheduled = false;
   private closed = false;
+  /** Groups committed and not yet durable. */
+  private awaitingDisk = 0;
+  /** Settles after the newest group's flush (flushes finish in commit order). */
+  private lastFlush: Promise<void> = Promise.resolve();
 
   constructor(private readonly hooks: WriteLoopHooks) {}
 
@@ -44,8 +52,9 @@ export class WriteLoop {
     });
   }
 
+  /** Calls not yet answered: waiting for a group, or for their group's flush. */
   get queued(): number {
-    return this.pending.length;
+    return this.pending.length + this.awaitingDisk;
   }
 
   /** Writes everything queued now. Called by the timer and by close(). */
@@ -67,13 +76,32 @@ export class WriteLoop {
       for (const job of jobs) job.reject(error);
       return;
     }
-    for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
-    this.hooks.afterCommit(nowMs);
+    const durable = this.hooks.durable();
+    if (durable === undefined) {
+      for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+      this.hooks.afterCommit(nowMs);
+      return;
+    }
+    this.awaitingDisk += jobs.length;
+    this.lastFlush = durable.then(
+      () => {
+        this.awaitingDisk -= jobs.length;
+        for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+        this.hooks.afterCommit(nowMs);
+      },
+      (error: unknown) => {
+        // Committed, but whether it reached the disk is unknown: no caller is told it did.
+        this.awaitingDisk -= jobs.length;
+        for (const job of jobs) job.reject(error);
+        this.hooks.afterCommit(nowMs);
+      },
+    );
   }
 
-  /** Writes what is queued, then refuses further calls. */
-  close(): void {
+  /** Writes what is queued, refuses further calls, and resolves once all of it is durable. */
+  async close(): Promise<void> {
     this.flush();
     this.closed = true;
+    await this.lastFlush;
   }
 }

@@ -51,6 +51,29 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("lease writes what it returns, and removeHeld takes only a row held with that generation", () => {
+      const { store, dir } = fresh();
+      store.transaction(() => store.insert([row("a"), row("b"), row("c"), row("d")]));
+      store.transaction(() => store.lease(1_000, 3, 9_000));
+      store.transaction(() => store.setState(store.head("c")!, MessageState.dead, 1_500));
+      expect(store.head("a")).toMatchObject({ state: MessageState.leased, dueAt: 9_000, deliveries: 1, leaseGeneration: 1 });
+      const removed = store.transaction(() => [
+        store.removeHeld("a", 1),
+        store.removeHeld("a", 1),
+        store.removeHeld("b", 2),
+        store.removeHeld("c", 1),
+        store.removeHeld("d", 0),
+        store.removeHeld("nope", 1),
+      ]);
+      expect(removed).toEqual([true, false, false, false, true, false]);
+      expect(store.totals()).toEqual({ ready: 0, leased: 1, dead: 1, moving: 0, backlogBytes: 1 });
+      store.close();
+      const reopened = openStore(dir);
+      expect(reopened.totals()).toEqual({ ready: 0, leased: 1, dead: 1, moving: 0, backlogBytes: 1 });
+      expect(reopened.head("b")).toMatchObject({ state: MessageState.leased, leaseGeneration: 1 });
+      reopened.close();
+    });
+
     test("state moves keep the totals right", () => {
       const { store } = fresh();
       store.transaction(() => store.insert([row("a"), row("b"), row("c")]));
@@ -103,6 +126,8 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       expect(store.dueTimes(1_000)).toEqual({ nextVisibleAt: 7_000, nextLeaseExpiryAt: 4_000, oldestEnqueuedAt: 1_000 });
       expect(store.countDelayed(1_000)).toBe(1);
       expect(store.earliestReadyDueAt()).toBe(7_000);
+      expect(store.nextVisibleAt(1_000)).toBe(7_000);
+      expect(store.nextVisibleAt(7_000)).toBeNull();
       store.close();
     });
 

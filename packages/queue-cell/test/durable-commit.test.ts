@@ -1,0 +1,142 @@
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } from "../src/index.ts";
+import { text } from "./cell-harness.ts";
+import { tempDir } from "./temp-dir.ts";
+
+/** A flush the test completes by hand, so it can see what waits for the disk. */
+function heldSync() {
+  const held: Array<(error: Error | null) => void> = [];
+  const syncFile: SyncFile = (_fd, done) => void held.push(done);
+  return {
+    syncFile,
+    get calls() {
+      return held.length;
+    },
+    /** Completes the oldest flush still running. */
+    finish(error: Error | null = null) {
+      const done = held.shift();
+      if (done === undefined) throw new Error("no flush is running");
+      done(error);
+    },
+  };
+}
+
+const settled = async (p: Promise<unknown>): Promise<boolean> => {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  return done;
+};
+
+function cellWith(syncFile: SyncFile, extra: { checkpointWalBytes?: number } = {}) {
+  const dir = tempDir();
+  const path = join(dir, "q.sqlite");
+  const store = new SqliteCellStore(path, { durability: "full", syncFile, ...extra });
+  return { path, cell: new QueueCell({ name: "q", store, clock: new ManualClock() }) };
+}
+
+describe("durable commits (durability full)", () => {
+  it("answers a send only after the log has been flushed", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const send = cell.send([text("a")]);
+    expect(await settled(send)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await expect(send).resolves.toMatchObject({ ids: [expect.any(String)] });
+  });
+
+  it("does not hold the next group back, and one flush serves every group committed during the last", async () => {
+    const sync = heldSync();
+    const { cell, path } = cellWith(sync.syncFile);
+    const first = cell.send([text("a")]);
+    await settled(first);
+    // Two more groups commit while the first flush runs; they wait for the next flush together.
+    const second = cell.send([text("b")]);
+    await settled(second);
+    const third = cell.send([text("c")]);
+    await settled(third);
+    // All three groups have committed (another connection sees them), none is answered yet.
+    const reader = new Database(path, { readonly: true });
+    expect(reader.prepare("SELECT count(*) AS n FROM messages").get()).toEqual({ n: 3 });
+    reader.close();
+    expect(cell.inFlight).toBe(3);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await first;
+    expect(await settled(second)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await Promise.all([second, third]);
+  });
+
+  it("holds back a lease of a message until the lease itself is durable", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const send = cell.send([text("a")]);
+    await settled(send);
+    sync.finish();
+    await send;
+    const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    expect(await settled(lease)).toBe(false);
+    sync.finish();
+    expect(await lease).toHaveLength(1);
+  });
+
+  it("tells every caller of a group whose flush failed that the write failed", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const a = cell.send([text("a")]);
+    const b = cell.send([text("b")]);
+    await settled(a);
+    sync.finish(new Error("EIO: i/o error, fdatasync"));
+    for (const p of [a, b]) {
+      const error = await p.catch((e: unknown) => e);
+      expect(isCellError(error, "ERR_STORAGE")).toBe(true);
+      expect((error as Error).message).toMatch(/flushing its log: EIO/);
+    }
+    // The cell goes on: the next group gets a flush of its own.
+    const c = cell.send([text("c")]);
+    await settled(c);
+    sync.finish();
+    await expect(c).resolves.toBeDefined();
+  });
+
+  it("close waits for the last flush, and what it answered is there on reopen", async () => {
+    const sync = heldSync();
+    const { cell, path } = cellWith(sync.syncFile);
+    const send = cell.send([text("kept")]);
+    await settled(send);
+    const closing = cell.close();
+    expect(await settled(closing)).toBe(false);
+    sync.finish();
+    await closing;
+    await send;
+    const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect((await again.counts()).ready).toBe(1);
+    await again.close();
+  });
+
+  it("checkpoints the log once it outgrows the threshold, so it stays bounded", async () => {
+    const { cell, path } = cellWith((fd, done) => setImmediate(() => done(null)), { checkpointWalBytes: 64 * 1024 });
+    const body = "x".repeat(4_000);
+    let largest = 0;
+    for (let i = 0; i < 200; i++) {
+      await cell.send([text(body)]);
+      largest = Math.max(largest, statSync(`${path}-wal`).size);
+    }
+    // A flush may find the log just under the threshold and the next group add one more commit.
+    expect(largest).toBeLessThan(64 * 1024 + 3 * 8_192);
+    expect((await cell.counts()).ready).toBe(200);
+    await cell.close();
+    const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect((await again.counts()).ready).toBe(200);
+    await again.close();
+  });
+});
