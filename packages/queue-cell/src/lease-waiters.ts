@@ -65,6 +65,9 @@ export class LeaseWaiters {
   serve(leaseFor: (spec: WaiterSpec) => LeasedMessage[]): ServeOutcome {
     const claimed: Waiter[] = [];
     for (const waiter of this.waiters) {
+      // Served by a group whose commit is not yet durable: it leaves with those messages, and
+      // leasing more for it here would strand them, leased to nobody.
+      if (waiter.claimed !== undefined) continue;
       const messages = leaseFor(waiter);
       if (messages.length === 0) break;
       waiter.claimed = messages;
@@ -87,9 +90,10 @@ export class LeaseWaiters {
     };
   }
 
-  /** Answers every waiter empty (the cell is closing). */
+  /** Answers every waiter empty (the cell is closing), except those a pending group serves. */
   closeAll(): void {
     for (const waiter of [...this.waiters]) {
+      if (waiter.claimed !== undefined) continue;
       this.remove(waiter);
       waiter.resolve([]);
     }
