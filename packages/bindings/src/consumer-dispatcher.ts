@@ -1,6 +1,6 @@
 import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
 import { resolveBatchOutcome, type QueueHandlerResult } from "./batch-outcome.ts";
-import { toConsumerMessage, type ConsumerMessage } from "./consumer-message.ts";
+import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 
 export interface ConsumerSettings {
   queue: string;
@@ -12,14 +12,15 @@ export interface ConsumerSettings {
   wallTimeSeconds: number;
 }
 
-export interface BatchMetadata {
-  metrics: { backlogCount: number; backlogBytes: number; oldestMessageTimestamp?: Date };
-}
-
-/** Runs the consumer script's queue() handler on one batch (Fetcher.queue in the host). */
+/**
+ * Runs the consumer script's queue() handler on one batch (in the host: through the queue
+ * dispatch Worker, with Fetcher.queue). The messages are as leased, bodies still encoded: how
+ * they reach the Worker is the invoker's business, and toConsumerMessage is how they must look
+ * when they do. A rejection means the handler could not be run at all.
+ */
 export type QueueInvoker = (
   queue: string,
-  messages: ConsumerMessage[],
+  messages: readonly BatchMessage[],
   metadata: BatchMetadata,
 ) => Promise<QueueHandlerResult>;
 
@@ -184,7 +185,7 @@ export class ConsumerDispatcher {
           resolve("wall-time"),
         );
       });
-      result = await Promise.race([this.invoke(queue, batch.map(toConsumerMessage), metadata), wallTime]);
+      result = await Promise.race([this.invoke(queue, batch, metadata), wallTime]);
     } catch (error) {
       // While stopping, workerd going away is expected (Ctrl-C reaches it too): the batch is
       // handed back below, and that is not an error worth a stack trace.

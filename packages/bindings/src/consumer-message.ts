@@ -1,4 +1,21 @@
-import type { LeasedMessage } from "@celld/queue-cell";
+// Runs in Node and inside workerd (the queue dispatch Worker bundles it), so it imports nothing:
+// the decoding a consumer sees is this one function wherever it runs.
+
+/** One message of a batch as the cell leased it (a `LeasedMessage` is one), not yet decoded. */
+export interface BatchMessage {
+  id: string;
+  /** When it was first sent, in ms since the epoch. */
+  sentAt: number;
+  /** 1 on the first delivery. */
+  deliveries: number;
+  contentType: string;
+  body: Uint8Array;
+}
+
+/** The metadata Fetcher.queue() takes beside a batch. */
+export interface BatchMetadata {
+  metrics: { backlogCount: number; backlogBytes: number; oldestMessageTimestamp?: Date };
+}
 
 /** A message as Fetcher.queue() takes it: a decoded body, or v8 bytes for workerd to deserialize. */
 export type ConsumerMessage = {
@@ -7,13 +24,14 @@ export type ConsumerMessage = {
   attempts: number;
 } & ({ body: unknown } | { serializedBody: Uint8Array });
 
-const utf8 = new TextDecoder("utf-8", { fatal: false });
+// ignoreBOM: false is the default (a leading BOM is dropped); workers-types wants it spelled out.
+const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 
 /**
  * Decodes a stored body by the content type it was sent with. v8 stays as bytes: only workerd can
  * deserialize what workerd serialized (Node's v8 module writes some types differently).
  */
-export function toConsumerMessage(message: LeasedMessage): ConsumerMessage {
+export function toConsumerMessage(message: BatchMessage): ConsumerMessage {
   const base = { id: message.id, timestamp: new Date(message.sentAt), attempts: message.deliveries };
   switch (message.contentType) {
     case "v8":
@@ -40,7 +58,7 @@ function parseJson(body: Uint8Array): unknown {
   }
 }
 
-/** A Uint8Array that owns exactly its bytes (a view into a pooled buffer would carry the rest). */
+/** A Uint8Array that owns exactly its bytes (a view into a larger buffer would carry the rest). */
 function exactCopy(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);
 }

@@ -7,13 +7,14 @@ export {
 } from "./producer-handler.ts";
 export { cloudflareErrors, errorReply, describeCellError, type ProducerErrorCode } from "./cloudflare-errors.ts";
 export { resolveBatchOutcome, type QueueHandlerResult, type BatchSettlement } from "./batch-outcome.ts";
-export { toConsumerMessage, type ConsumerMessage } from "./consumer-message.ts";
+export { toConsumerMessage, type ConsumerMessage, type BatchMessage, type BatchMetadata } from "./consumer-message.ts";
+export { encodeBatch, BatchFrameError, type BatchFrame } from "./batch-wire.ts";
+export { queueDispatchWorkerEntry } from "./queue-dispatch-entry.ts";
 export {
   ConsumerDispatcher,
   type ConsumerDispatcherOptions,
   type ConsumerSettings,
   type QueueInvoker,
-  type BatchMetadata,
   type BatchReport,
   type DispatcherLog,
 } from "./consumer-dispatcher.ts";

@@ -2,7 +2,7 @@
 // have their own entry points: @celld/runtime/api and @celld/runtime/client.
 export { startHost, type Host, type HostOptions } from "./host/host.ts";
 export { consoleHostLog, MemoryHostLog, type HostLog } from "./host/host-log.ts";
-export type { HostPlugin, PluginStartContext, WorkerHandle } from "./host/host-plugin.ts";
+export type { HostPlugin, PluginStartContext } from "./host/host-plugin.ts";
 export {
   loadDeployment,
   parseDeployment,

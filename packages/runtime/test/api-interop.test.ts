@@ -5,7 +5,7 @@
  */
 import { Miniflare } from "miniflare";
 import { afterEach, describe, expect, it } from "vitest";
-import { ConsumerDispatcher, nodeProducerHandler } from "@celld/bindings";
+import { ConsumerDispatcher, nodeProducerHandler, toConsumerMessage } from "@celld/bindings";
 import { defaultWorkerEnv, workerMessageEventType } from "../src/api/index.ts";
 import { queueProducerWorkerOptions } from "../src/miniflare-queue-wiring.ts";
 import { apiHarness, eventually } from "./api-harness.ts";
@@ -61,7 +61,9 @@ async function setup() {
     const dispatcher = new ConsumerDispatcher({
       cell: await h.registry.open(queue),
       clock: h.clock,
-      invoke: async (name, messages, metadata) => (await mf.getWorker("app")).queue(name, messages as never, metadata as never),
+      // Node's Fetcher.queue (Miniflare's proxy): this test is about the cells, not the host's delivery.
+      invoke: async (name, messages, metadata) =>
+        (await mf.getWorker("app")).queue(name, messages.map(toConsumerMessage) as never, metadata as never),
       settings: { queue, maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 1, retryDelaySeconds: 0, wallTimeSeconds: 60 },
       log: { info: () => {}, warn: () => {}, error: () => {} },
     });

@@ -77,6 +77,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
       }
       workers.push(own);
     }
+    // After the deployment's Workers: the first Worker is the one that answers `url`.
+    for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
     miniflare = new Miniflare({
       workers,
       cf: false,
@@ -90,7 +92,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     });
     const url = await miniflare.ready;
     const mf = miniflare;
-    for (const plugin of plugins) await plugin.start({ getWorker: (name) => mf.getWorker(name) });
+    for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
     return {
       url,
       registry,

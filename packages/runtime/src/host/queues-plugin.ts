@@ -1,10 +1,12 @@
-import { ConsumerDispatcher, nodeProducerHandler, type BatchReport, type QueueInvoker } from "@celld/bindings";
+import { ConsumerDispatcher, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import type { HostLog } from "./host-log.ts";
-import type { HostPlugin, PluginStartContext, WorkerHandle } from "./host-plugin.ts";
+import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
+import { QueueDispatchClient } from "./queue-dispatch-client.ts";
+import { consumerBindings, queueDispatchWorkerName, queueDispatchWorkerOptions } from "./queue-dispatch-worker.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
@@ -18,13 +20,19 @@ export interface QueuesPluginOptions {
 
 /**
  * Cloudflare Queues for the host: producer bindings reach cells through workerd's own queue
- * binding, and one dispatcher per consumer turns leases into queue() calls.
+ * binding, and one dispatcher per consumer turns leases into queue() calls, which the queue
+ * dispatch Worker runs inside workerd.
  */
 export class QueuesPlugin implements HostPlugin {
   readonly name = "queues";
   private readonly dispatchers: ConsumerDispatcher[] = [];
+  /** The dispatch Worker's binding to each consumer Worker, by Worker name. */
+  private readonly bindings: Map<string, string>;
+  private client: QueueDispatchClient | undefined;
 
-  constructor(private readonly options: QueuesPluginOptions) {}
+  constructor(private readonly options: QueuesPluginOptions) {
+    this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
+  }
 
   /** Applies each queue's consumer settings to its cell before anything runs. */
   async configureCells(): Promise<void> {
@@ -64,22 +72,22 @@ export class QueuesPlugin implements HostPlugin {
     return { queueProducers: wiring.queueProducers, serviceBindings: wiring.serviceBindings };
   }
 
+  async extraWorkers(): Promise<WorkerOptions[]> {
+    return this.bindings.size === 0 ? [] : [await queueDispatchWorkerOptions(this.bindings)];
+  }
+
   async start(context: PluginStartContext): Promise<void> {
     const { deployment, registry, clock, log } = this.options;
+    if (this.bindings.size === 0) return;
+    const client = new QueueDispatchClient(await context.directUrl(queueDispatchWorkerName));
+    this.client = client;
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         const cell = await registry.open(consumer.queue);
-        // One Fetcher per consumer: getWorker() is a synchronous round trip to workerd that
-        // blocks the event loop, too dear to pay on every batch.
-        let handle: Promise<WorkerHandle> | undefined;
-        const invoke: QueueInvoker = async (queue, messages, metadata) => {
-          handle ??= context.getWorker(worker.name);
-          return (await handle).queue(queue, messages as never, metadata as never);
-        };
         const dispatcher = new ConsumerDispatcher({
           cell,
           clock,
-          invoke,
+          invoke: client.invoker(this.bindings.get(worker.name)!),
           log,
           settings: {
             queue: consumer.queue,
@@ -100,5 +108,9 @@ export class QueuesPlugin implements HostPlugin {
 
   async stop(graceMs: number): Promise<void> {
     await Promise.all(this.dispatchers.splice(0).map((d) => d.stop(graceMs)));
+    // Only now: a batch still running after the grace period was handed back, and dropping its
+    // connection is what ends its wait.
+    await this.client?.close();
+    this.client = undefined;
   }
 }

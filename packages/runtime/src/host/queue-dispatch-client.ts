@@ -1,0 +1,59 @@
+import { encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
+import { Pool } from "undici";
+
+/**
+ * Node's side of the queue dispatch Worker: one batch frame (batch-wire.ts in bindings) per POST
+ * to the Worker's direct socket, over kept-alive connections; one client per host.
+ */
+export class QueueDispatchClient {
+  private readonly pool: Pool;
+
+  constructor(url: URL) {
+    this.pool = new Pool(url.origin, {
+      // One connection per batch in flight: together at most the consumers' max_concurrency.
+      connections: null,
+      // A queue() handler may run for the whole wall time (15 minutes). The dispatcher's race
+      // decides when it has run too long; undici's 300-second defaults must not decide first.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      // workerd closes a connection idle for 5 s and sends no Keep-Alive hint (measured with
+      // workerd 1.20260426). A POST sent as it closes would fail a batch its handler never saw,
+      // so idle connections are dropped well before that.
+      keepAliveTimeout: 2_000,
+    });
+  }
+
+  /** Runs batches on the consumer Worker the dispatch Worker binds as `binding`. */
+  invoker(binding: string): QueueInvoker {
+    return async (queue, messages, metadata) => {
+      const { statusCode, body } = await this.pool.request({
+        method: "POST",
+        path: "/",
+        headers: { "content-type": "application/octet-stream" },
+        body: encodeBatch({ binding, queue, metadata, messages }),
+      });
+      const text = await body.text();
+      // The dispatcher logs this and retries the batch as a failed delivery.
+      if (statusCode !== 200) throw new Error(`the queue dispatch Worker answered ${statusCode}: ${text}`);
+      return handlerResult(text);
+    };
+  }
+
+  /** Drops every connection. Batches still in flight fail; a stopped dispatcher hands them back. */
+  close(): Promise<void> {
+    return this.pool.destroy();
+  }
+}
+
+/** The Worker is ours: a reply of another shape is a bug, and is thrown as one. */
+function handlerResult(text: string): QueueHandlerResult {
+  const result = JSON.parse(text) as QueueHandlerResult;
+  const ok =
+    typeof result?.outcome === "string" &&
+    typeof result.ackAll === "boolean" &&
+    typeof result.retryBatch?.retry === "boolean" &&
+    Array.isArray(result.explicitAcks) &&
+    Array.isArray(result.retryMessages);
+  if (!ok) throw new Error(`the queue dispatch Worker answered an unexpected result: ${text.slice(0, 500)}`);
+  return result;
+}

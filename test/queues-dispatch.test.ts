@@ -1,0 +1,113 @@
+/**
+ * The queue dispatch Worker through the host: a batch crosses from Node to the consumer's queue()
+ * handler as one frame, its messages in order and their bytes untouched; a frame the Worker cannot
+ * run comes back to Node as an error.
+ */
+import { createHash } from "node:crypto";
+import { limits } from "@celld/queue-cell";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { QueueDispatchClient } from "../packages/runtime/src/host/queue-dispatch-client.ts";
+import { consumerBindings, queueDispatchWorkerName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
+import { eventually, project, runHost, type RunningHost } from "./host-harness.ts";
+
+// Reports what queue() was given, per batch: a SHA-256 of each body stands in for its bytes.
+const worker = /* js */ `
+const batches = [];
+const hex = (buffer) => [...new Uint8Array(buffer)].map((b) => b.toString(16).padStart(2, "0")).join("");
+export default {
+  async fetch() {
+    return Response.json(batches);
+  },
+  async queue(batch) {
+    const messages = [];
+    for (const m of batch.messages) {
+      messages.push({
+        id: m.id,
+        attempts: m.attempts,
+        kind: m.body instanceof ArrayBuffer ? "ArrayBuffer" : typeof m.body,
+        length: m.body.byteLength,
+        sha256: hex(await crypto.subtle.digest("SHA-256", m.body)),
+      });
+    }
+    batches.push({ queue: batch.queue, messages });
+  },
+};
+`;
+
+interface SeenBatch {
+  queue: string;
+  messages: Array<{ id: string; attempts: number; kind: string; length: number; sha256: string }>;
+}
+
+const p = project();
+let h: RunningHost;
+
+beforeAll(async () => {
+  const config = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.consumers = [{ queue = "raw", max_batch_size = 5, max_batch_timeout = 0 }]
+`,
+    "worker.js": worker,
+  });
+  h = await runHost([config], p.dataDir);
+});
+
+afterAll(async () => {
+  await h?.close();
+  p.remove();
+});
+
+test("a batch of bytes messages arrives in order, each body exactly its bytes", async () => {
+  const bodies = [
+    new Uint8Array(0),
+    new Uint8Array([0xff]),
+    Uint8Array.from({ length: 256 }, (_, i) => i),
+    Uint8Array.from({ length: limits.messageBytesMax }, (_, i) => (i * 31 + 7) & 0xff),
+    new Uint8Array([0, 0, 0]),
+  ];
+  const cell = await h.cell("raw");
+  // One send: the five are ready together and make one full batch.
+  const { ids } = await cell.send(bodies.map((body) => ({ body, contentType: "bytes" })));
+  const [batch] = await eventually(async () => {
+    const seen = (await (await h.fetch("/")).json()) as SeenBatch[];
+    return seen.length > 0 ? seen : undefined;
+  }, "the batch to reach queue()");
+  expect(batch!.queue).toBe("raw");
+  expect(batch!.messages).toEqual(
+    bodies.map((body, i) => ({
+      id: ids[i],
+      attempts: 1,
+      kind: "ArrayBuffer",
+      length: body.byteLength,
+      sha256: createHash("sha256").update(body).digest("hex"),
+    })),
+  );
+  await eventually(async () => ((await cell.counts()).leased === 0 ? true : undefined), "the batch to be acked");
+  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0, delayed: 0 });
+});
+
+test("a frame the Worker cannot run is refused, and the client throws what it said", async () => {
+  const url = await h.host.miniflare.unsafeGetDirectURL(queueDispatchWorkerName);
+  expect(url.hostname).toBe("127.0.0.1");
+  expect((await fetch(url)).status).toBe(405);
+  const garbage = await fetch(url, { method: "POST", body: new Uint8Array([0, 0, 0, 9, 1]) });
+  expect(garbage.status).toBe(400);
+  expect(await garbage.text()).toMatch(/^batch frame: the header length says 9 bytes but 1 follow/);
+
+  const client = new QueueDispatchClient(url);
+  try {
+    const message = { id: "m", sentAt: 1, deliveries: 1, contentType: "bytes", body: new Uint8Array([104]) };
+    const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
+    await expect(client.invoker("toString")("raw", [message], metadata)).rejects.toThrow(
+      /the queue dispatch Worker answered 400: no consumer Worker is bound as "toString"/,
+    );
+    // The binding the host gave "app": the handler runs and its result comes back.
+    const app = consumerBindings(["app"]).get("app")!;
+    await expect(client.invoker(app)("raw", [message], metadata)).resolves.toMatchObject({ outcome: "ok" });
+  } finally {
+    await client.close();
+  }
+});
