@@ -11,6 +11,7 @@ import { Miniflare } from "miniflare";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { CellRegistry, ManualClock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
 import { queueProducerWorkerOptions, type QueueProducerWiring } from "../../runtime/src/miniflare-queue-wiring.ts";
+import { ProducerServer } from "../../runtime/src/producer-server.ts";
 import { nodeProducerHandler } from "../src/producer-handler.ts";
 
 const workerScript = /* js */ `
@@ -67,32 +68,38 @@ function current(): TestState {
   return state;
 }
 
-function workerOptions(name: string, compatibilityDate: string, producers: QueueProducerWiring[]) {
-  const wiring = queueProducerWorkerOptions(producers, (producer) =>
-    nodeProducerHandler({
-      queue: producer.queue,
-      deliveryDelaySeconds: producer.deliveryDelaySeconds,
-      getCell: async () => {
-        await current().beforeCell?.();
-        return current().registry.open(producer.queue);
-      },
-    }),
+function workerOptions(server: ProducerServer, name: string, compatibilityDate: string, producers: QueueProducerWiring[]) {
+  const wiring = queueProducerWorkerOptions(
+    producers,
+    (producer) =>
+      nodeProducerHandler({
+        queue: producer.queue,
+        deliveryDelaySeconds: producer.deliveryDelaySeconds,
+        getCell: async () => {
+          await current().beforeCell?.();
+          return current().registry.open(producer.queue);
+        },
+      }),
+    server,
   );
   return { name, modules: true, script: workerScript, compatibilityDate, ...wiring };
 }
 
+let server: ProducerServer;
+
 beforeAll(async () => {
+  server = await ProducerServer.start();
   mf = new Miniflare({
     cf: false,
     workers: [
       // From 2026-03-12 workerd reports queue errors as "<cause> (<code>)"; from 2024-03-18 the
       // default content type is json.
-      workerOptions("modern", "2026-04-26", [
+      workerOptions(server, "modern", "2026-04-26", [
         { binding: "JOBS", queue: "jobs" },
         { binding: "DELAYED", queue: "delayed", deliveryDelaySeconds: 30 },
       ]),
       // Before both: "Queue send failed: <statusText>", and v8 by default.
-      workerOptions("legacy", "2024-01-01", [{ binding: "JOBS", queue: "jobs" }]),
+      workerOptions(server, "legacy", "2024-01-01", [{ binding: "JOBS", queue: "jobs" }]),
     ],
   });
   await mf.ready;
@@ -100,6 +107,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await mf?.dispose();
+  await server?.close();
 });
 
 beforeEach(() => {

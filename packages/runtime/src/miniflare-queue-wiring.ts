@@ -8,11 +8,12 @@
  * methods of Miniflare's exported `PLUGINS.queues` object:
  *
  * - `getBindings` makes each producer in a worker's `queueProducers` a workerd queue binding
- *   (`{ name, queue: { name: <service> } }`) whose service is a Node service binding added to the
- *   same worker, one per producer: `serviceBindings[producerServiceBindingName(binding)] =
- *   { node: handler }`. Miniflare runs such a binding as the workerd service
- *   `core:custom-node:<workerIndex>:#<name>`; the name is asked of Miniflare's core plugin, not
- *   rebuilt here.
+ *   (`{ name, queue: { name: <service> } }`) whose service is a workerd `external` service added
+ *   to the same worker as a service binding, one per producer:
+ *   `serviceBindings[producerServiceBindingName(binding)] = { external: { address, http } }`,
+ *   pointing at celld's ProducerServer (producer-server.ts), with a header naming the producer.
+ *   Miniflare runs such a binding as the workerd service `core:builtin:<workerIndex>:#<name>`; the
+ *   name is asked of Miniflare's core plugin, not rebuilt here.
  * - `getServices` returns no services, which removes Miniflare's broker. celld delivers to
  *   consumers itself (`Fetcher.queue`), so Miniflare must never be given `queueConsumers`; the
  *   patch refuses them.
@@ -22,12 +23,12 @@
  * `installQueueWiring` checks their shape and throws naming that version if they changed, and
  * runtime/test/queue-wiring.test.ts sends a real message through a real workerd.
  *
- * A cost to know: the per-producer Node service binding is an ordinary binding, so it is also
- * visible on the Worker's `env` under its `__celld_queue_` name.
+ * A cost to know: the per-producer service binding is an ordinary binding, so it is also visible
+ * on the Worker's `env` under its `__celld_queue_` name.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { PLUGINS } from "miniflare";
+import type { ExternalServiceDesignator, NodeServiceHandler, ProducerServer } from "./producer-server.ts";
 
 /** The miniflare release whose internals this module was written and tested against. */
 export const wiredMiniflareVersion = "4.20260426.0";
@@ -42,7 +43,7 @@ export interface QueueProducerWiring {
   deliveryDelaySeconds?: number;
 }
 
-export type NodeServiceHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
+export type { NodeServiceHandler } from "./producer-server.ts";
 
 /** Builds the Node handler that answers one producer binding's requests. */
 export type ProducerHandlerFactory = (producer: QueueProducerWiring) => NodeServiceHandler;
@@ -51,7 +52,7 @@ export interface QueueProducerWorkerOptions {
   /** For Miniflare's `queueProducers` worker option. */
   queueProducers: Record<string, { queueName: string }>;
   /** To merge into the same worker's `serviceBindings`. */
-  serviceBindings: Record<string, { node: NodeServiceHandler }>;
+  serviceBindings: Record<string, ExternalServiceDesignator>;
 }
 
 const serviceBindingPrefix = "__celld_queue_";
@@ -64,17 +65,19 @@ export function producerServiceBindingName(binding: string): string {
 
 /**
  * Both Miniflare worker options a worker with queue producers needs: `queueProducers` (which the
- * patched plugin turns into workerd queue bindings) and the Node service bindings they target.
- * Installs the wiring first. `existingServiceBindings` are the worker's own, checked for clashes.
+ * patched plugin turns into workerd queue bindings) and the service bindings they target, whose
+ * requests `server` hands to the handlers `createHandler` makes. Installs the wiring first.
+ * `existingServiceBindings` are the worker's own, checked for clashes.
  */
 export function queueProducerWorkerOptions(
   producers: readonly QueueProducerWiring[],
   createHandler: ProducerHandlerFactory,
+  server: ProducerServer,
   existingServiceBindings: Readonly<Record<string, unknown>> = {},
 ): QueueProducerWorkerOptions {
   return {
     queueProducers: Object.fromEntries(producers.map((p) => [p.binding, { queueName: p.queue }])),
-    serviceBindings: producerServiceBindings(producers, createHandler, existingServiceBindings),
+    serviceBindings: producerServiceBindings(producers, createHandler, server, existingServiceBindings),
   };
 }
 
@@ -82,19 +85,18 @@ export function queueProducerWorkerOptions(
 export function producerServiceBindings(
   producers: readonly QueueProducerWiring[],
   createHandler: ProducerHandlerFactory,
+  server: ProducerServer,
   existingServiceBindings: Readonly<Record<string, unknown>> = {},
-): Record<string, { node: NodeServiceHandler }> {
+): Record<string, ExternalServiceDesignator> {
   installQueueWiring();
-  const entries: Record<string, { node: NodeServiceHandler }> = {};
-  for (const producer of producers) {
-    const name = producerServiceBindingName(producer.binding);
-    if (Object.hasOwn(entries, name)) throw new Error(`queue producer binding "${producer.binding}" is declared twice`);
-    if (Object.hasOwn(existingServiceBindings, name)) {
-      throw new Error(`service binding "${name}" is reserved for queue producer "${producer.binding}"`);
+  const names = producers.map((producer) => producerServiceBindingName(producer.binding));
+  producers.forEach((producer, i) => {
+    if (names.indexOf(names[i]!) !== i) throw new Error(`queue producer binding "${producer.binding}" is declared twice`);
+    if (Object.hasOwn(existingServiceBindings, names[i]!)) {
+      throw new Error(`service binding "${names[i]}" is reserved for queue producer "${producer.binding}"`);
     }
-    entries[name] = { node: createHandler(producer) };
-  }
-  return entries;
+  });
+  return Object.fromEntries(producers.map((producer, i) => [names[i]!, server.serviceFor(producer.binding, createHandler(producer))]));
 }
 
 /** The installed miniflare's version. */
@@ -126,7 +128,7 @@ export function installQueueWiring(): void {
   queues.getBindings = async (options: unknown, workerIndex: number): Promise<WorkerdQueueBinding[]> => {
     const names = producerBindingNames((options as { queueProducers?: unknown }).queueProducers);
     if (names.length === 0) return [];
-    const services = await nodeServiceNames(core, names.map(producerServiceBindingName), workerIndex);
+    const services = await externalServiceNames(core, names.map(producerServiceBindingName), workerIndex);
     return names.map((name) => ({ name, queue: { name: services.get(producerServiceBindingName(name))! } }));
   };
   queues.getServices = (servicesOptions: unknown): [] => {
@@ -172,9 +174,10 @@ export function checkQueuePluginShape(queuesPlugin: unknown, corePlugin: unknown
   }
 }
 
-/** Asks Miniflare's core plugin which workerd service each Node service binding becomes. */
-async function nodeServiceNames(core: PatchablePlugin, names: string[], workerIndex: number): Promise<Map<string, string>> {
-  const probe = { serviceBindings: Object.fromEntries(names.map((n) => [n, { node: () => undefined }])) };
+/** Asks Miniflare's core plugin which workerd service each external service binding becomes. */
+async function externalServiceNames(core: PatchablePlugin, names: string[], workerIndex: number): Promise<Map<string, string>> {
+  const external = { external: { address: "127.0.0.1:1", http: {} } };
+  const probe = { serviceBindings: Object.fromEntries(names.map((n) => [n, external])) };
   const bindings = (await core.getBindings(probe, workerIndex)) as unknown;
   const services = new Map<string, string>();
   if (Array.isArray(bindings)) {
@@ -183,11 +186,11 @@ async function nodeServiceNames(core: PatchablePlugin, names: string[], workerIn
     }
   }
   for (const name of names) {
-    if (!services.get(name)?.startsWith("core:custom-node:")) {
+    if (!services.get(name)?.startsWith("core:builtin:")) {
       throw new Error(
         `celld's queue wiring relies on internals of miniflare ${wiredMiniflareVersion}, and miniflare ` +
-          `${installedMiniflareVersion()} differs: a Node service binding no longer becomes a ` +
-          `core:custom-node service (got ${JSON.stringify(bindings)})`,
+          `${installedMiniflareVersion()} differs: an external service binding no longer becomes a ` +
+          `core:builtin service (got ${JSON.stringify(bindings)})`,
       );
     }
   }

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ConsumerDispatcher, nodeProducerHandler, toConsumerMessage } from "@celld/bindings";
 import { defaultWorkerEnv, workerMessageEventType } from "../src/api/index.ts";
 import { queueProducerWorkerOptions } from "../src/miniflare-queue-wiring.ts";
+import { ProducerServer } from "../src/producer-server.ts";
 import { apiHarness, eventually } from "./api-harness.ts";
 
 const script = /* js */ `
@@ -45,8 +46,11 @@ type Leased = { id: string; lease_generation: number; delivery_count: number; ev
 async function setup() {
   const h = await apiHarness({ workerQueues: { declared: () => ["jobs", "replayed"] } });
   const key = h.key(undefined, defaultWorkerEnv);
-  const wiring = queueProducerWorkerOptions([{ binding: "JOBS", queue: "jobs" }], (producer) =>
-    nodeProducerHandler({ queue: producer.queue, getCell: () => h.registry.open(producer.queue) }),
+  const server = await ProducerServer.start();
+  const wiring = queueProducerWorkerOptions(
+    [{ binding: "JOBS", queue: "jobs" }],
+    (producer) => nodeProducerHandler({ queue: producer.queue, getCell: () => h.registry.open(producer.queue) }),
+    server,
   );
   const mf = new Miniflare({
     cf: false,
@@ -56,6 +60,7 @@ async function setup() {
   afterEach(async () => {
     for (const d of dispatchers) await d.stop();
     await mf.dispose();
+    await server.close();
   });
   const consume = async (queue: string) => {
     const dispatcher = new ConsumerDispatcher({

@@ -19,6 +19,7 @@ import {
   queueProducerWorkerOptions,
   wiredMiniflareVersion,
 } from "../src/miniflare-queue-wiring.ts";
+import { ProducerServer, producerRouteHeader } from "../src/producer-server.ts";
 
 describe("the installed miniflare", () => {
   test("is the release the wiring was checked against (re-check the wiring before changing this)", () => {
@@ -48,11 +49,11 @@ describe("the patched queues plugin", () => {
     installQueueWiring();
   });
 
-  test("binds each producer to its Node service binding on the same worker", async () => {
+  test("binds each producer to its external service binding on the same worker", async () => {
     const bindings = await PLUGINS.queues.getBindings({ queueProducers: { JOBS: { queueName: "jobs" }, MAIL: "mail" } }, 3);
     expect(bindings).toEqual([
-      { name: "JOBS", queue: { name: `core:custom-node:3:#${producerServiceBindingName("JOBS")}` } },
-      { name: "MAIL", queue: { name: `core:custom-node:3:#${producerServiceBindingName("MAIL")}` } },
+      { name: "JOBS", queue: { name: `core:builtin:3:#${producerServiceBindingName("JOBS")}` } },
+      { name: "MAIL", queue: { name: `core:builtin:3:#${producerServiceBindingName("MAIL")}` } },
     ]);
     expect(await PLUGINS.queues.getBindings({}, 0)).toEqual([]);
   });
@@ -64,18 +65,38 @@ describe("the patched queues plugin", () => {
     expect(() => services({ queueConsumers: ["jobs"] })).toThrow("do not pass queueConsumers to Miniflare");
   });
 
-  test("service bindings: one per producer, never over the worker's own or twice", () => {
+  test("service bindings: one per producer, each its own route, never over the worker's own or twice", async () => {
     const factory = () => async () => undefined;
-    expect(Object.keys(producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "B", queue: "b" }], factory))).toEqual([
-      "__celld_queue_A",
-      "__celld_queue_B",
-    ]);
-    expect(() => producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "A", queue: "b" }], factory)).toThrow(
-      'queue producer binding "A" is declared twice',
-    );
-    expect(() => producerServiceBindings([{ binding: "A", queue: "a" }], factory, { __celld_queue_A: "mine" })).toThrow(
-      'service binding "__celld_queue_A" is reserved for queue producer "A"',
-    );
+    const server = await ProducerServer.start();
+    try {
+      const bindings = producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "B", queue: "b" }], factory, server);
+      expect(Object.keys(bindings)).toEqual(["__celld_queue_A", "__celld_queue_B"]);
+      const routes = Object.values(bindings).map((b) => b.external.http.injectRequestHeaders);
+      expect(routes.map((r) => r[0]!.name)).toEqual([producerRouteHeader, producerRouteHeader]);
+      expect(new Set(routes.map((r) => r[0]!.value)).size).toBe(2);
+      expect(Object.values(bindings).map((b) => b.external.address)).toEqual([server.address, server.address]);
+      expect(() => producerServiceBindings([{ binding: "A", queue: "a" }, { binding: "A", queue: "b" }], factory, server)).toThrow(
+        'queue producer binding "A" is declared twice',
+      );
+      expect(() => producerServiceBindings([{ binding: "A", queue: "a" }], factory, server, { __celld_queue_A: "mine" })).toThrow(
+        'service binding "__celld_queue_A" is reserved for queue producer "A"',
+      );
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("the producer server answers a request with no known route 404, naming it", async () => {
+    const server = await ProducerServer.start();
+    try {
+      const unknown = await fetch(`http://${server.address}/message`, { method: "POST", headers: { [producerRouteHeader]: "9:X" } });
+      expect(unknown.status).toBe(404);
+      expect(await unknown.text()).toContain('"9:X"');
+      const none = await fetch(`http://${server.address}/message`, { method: "POST" });
+      expect(none.status).toBe(404);
+    } finally {
+      await server.close();
+    }
   });
 });
 
@@ -83,12 +104,16 @@ describe("a Worker's send() through real workerd", () => {
   let dir: string;
   let registry: CellRegistry;
   let mf: Miniflare;
+  let server: ProducerServer;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "celld-wiring-"));
     registry = new CellRegistry({ dataDir: dir, durability: "normal" });
-    const wiring = queueProducerWorkerOptions([{ binding: "JOBS", queue: "wiring-jobs" }], (producer) =>
-      nodeProducerHandler({ queue: producer.queue, getCell: () => registry.open(producer.queue) }),
+    server = await ProducerServer.start();
+    const wiring = queueProducerWorkerOptions(
+      [{ binding: "JOBS", queue: "wiring-jobs" }],
+      (producer) => nodeProducerHandler({ queue: producer.queue, getCell: () => registry.open(producer.queue) }),
+      server,
     );
     mf = new Miniflare({
       cf: false,
@@ -112,6 +137,7 @@ describe("a Worker's send() through real workerd", () => {
 
   afterAll(async () => {
     await mf?.dispose();
+    await server?.close();
     await registry?.closeAll();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -121,7 +147,7 @@ describe("a Worker's send() through real workerd", () => {
     expect(response.status).toBe(200);
     const result = (await response.json()) as { sent: { metadata: { metrics: { backlogCount: number } } }; keys: string[] };
     expect(result.sent.metadata.metrics.backlogCount).toBe(1);
-    // The Node service binding is an ordinary binding, so a Worker can see it.
+    // The producer's service binding is an ordinary binding, so a Worker can see it.
     expect(result.keys).toEqual(["JOBS", "__celld_queue_JOBS"]);
 
     const leased = await (await registry.open("wiring-jobs")).lease({ max: 10 });

@@ -22,6 +22,8 @@ export interface HostPlugin {
   extraWorkers(): Promise<WorkerOptions[]>;
   /** Called once every Worker runs. */
   start(context: PluginStartContext): Promise<void>;
+  /** Releases what the plugin holds for workerd (servers it calls), once workerd has stopped. */
+  dispose(): Promise<void>;
   /** Stop work; in-flight work gets `graceMs` to finish. */
   stop(graceMs: number): Promise<void>;
 }

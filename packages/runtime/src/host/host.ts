@@ -65,7 +65,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const plugins: HostPlugin[] = [queues];
   let miniflare: Miniflare | undefined;
   try {
-    await queues.configureCells();
+    await queues.prepare();
     const workers: WorkerOptions[] = [];
     for (const worker of options.deployment.workers) {
       const own = workerOptions(worker, await bundleFor(worker), (message) => log.warn(message));
@@ -100,6 +100,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       close: async (graceMs = 0) => {
         for (const plugin of plugins) await plugin.stop(graceMs);
         await mf.dispose();
+        for (const plugin of plugins) await plugin.dispose();
         await registry.closeAll();
         unlock();
       },
@@ -107,6 +108,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
   } catch (error) {
     for (const plugin of plugins) await plugin.stop(0).catch(() => undefined);
     await miniflare?.dispose().catch(() => undefined);
+    for (const plugin of plugins) await plugin.dispose().catch(() => undefined);
     await registry.closeAll();
     unlock();
     throw error;

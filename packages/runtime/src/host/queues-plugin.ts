@@ -3,6 +3,7 @@ import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
+import { ProducerServer } from "../producer-server.ts";
 import type { HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
 import { QueueDispatchClient } from "./queue-dispatch-client.ts";
@@ -29,14 +30,19 @@ export class QueuesPlugin implements HostPlugin {
   /** The dispatch Worker's binding to each consumer Worker, by Worker name. */
   private readonly bindings: Map<string, string>;
   private client: QueueDispatchClient | undefined;
+  private producerServer: ProducerServer | undefined;
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
   }
 
-  /** Applies each queue's consumer settings to its cell before anything runs. */
-  async configureCells(): Promise<void> {
+  /**
+   * Before anything runs: applies each queue's consumer settings to its cell, and starts the
+   * server producer bindings send to (workerd is given its address).
+   */
+  async prepare(): Promise<void> {
     const { deployment, registry } = this.options;
+    if (deployment.workers.some((w) => w.producers.length > 0)) this.producerServer ??= await ProducerServer.start();
     const consumers = new Map(deployment.workers.flatMap((w) => w.consumers.map((c) => [c.queue, c] as const)));
     for (const queue of deployment.queues) {
       const consumer = consumers.get(queue);
@@ -59,6 +65,7 @@ export class QueuesPlugin implements HostPlugin {
   workerOptions(worker: WorkerConfig): Partial<WorkerOptions> {
     const { registry } = this.options;
     if (worker.producers.length === 0) return {};
+    if (this.producerServer === undefined) throw new Error("QueuesPlugin.prepare() must run before workerOptions()");
     const wiring = queueProducerWorkerOptions(
       worker.producers,
       (producer) =>
@@ -67,6 +74,7 @@ export class QueuesPlugin implements HostPlugin {
           deliveryDelaySeconds: producer.deliveryDelaySeconds,
           getCell: () => registry.open(producer.queue),
         }),
+      this.producerServer,
       Object.fromEntries(worker.services.map((s) => [s.binding, s.service])),
     );
     return { queueProducers: wiring.queueProducers, serviceBindings: wiring.serviceBindings };
@@ -112,5 +120,11 @@ export class QueuesPlugin implements HostPlugin {
     // connection is what ends its wait.
     await this.client?.close();
     this.client = undefined;
+  }
+
+  /** Once workerd has stopped: nothing will send any more. */
+  async dispose(): Promise<void> {
+    await this.producerServer?.close();
+    this.producerServer = undefined;
   }
 }
