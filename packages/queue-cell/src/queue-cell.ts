@@ -301,10 +301,16 @@ export class QueueCell {
     });
     return this.loop.submit((nowMs) => {
       const result: SettleResult = { acked: 0, retried: 0, deadLettered: 0, staleLeases: [] };
+      // liveHead's rule, in one statement: present, not dead-lettered, same generation. A ref
+      // named twice is acked once; the repeat is stale, as it would be one at a time.
+      const removed = this.store.removeHeld(acks);
       for (const ref of acks) {
-        // liveHead's rule, in one statement: present, not dead-lettered, same generation.
-        if (this.store.removeHeld(ref.id, ref.leaseGeneration)) result.acked += 1;
-        else result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
+        if (removed.get(ref.id) === ref.leaseGeneration) {
+          removed.delete(ref.id);
+          result.acked += 1;
+        } else {
+          result.staleLeases.push({ id: ref.id, leaseGeneration: ref.leaseGeneration });
+        }
       }
       for (const ref of nacks) {
         const head = this.liveHead(ref);

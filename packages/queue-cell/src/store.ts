@@ -105,10 +105,11 @@ export interface CellStore {
   resetToReady(head: MessageHead, dueAtMs: number): void;
   remove(head: MessageHead): void;
   /**
-   * Deletes the row if it is ready or leased with this generation (an ack); false, and nothing
-   * changed, if it is not.
+   * Acks: deletes each named row that is ready or leased with the named generation, in one go.
+   * Returns each deleted id with the generation it was held under; a ref it did not delete
+   * changed nothing.
    */
-  removeHeld(id: string, leaseGeneration: number): boolean;
+  removeHeld(refs: ReadonlyArray<{ id: string; leaseGeneration: number }>): Map<string, number>;
 
   /** Leased rows whose lease ended at or before `nowMs`, oldest first. */
   expiredLeases(nowMs: number, limit: number): MessageHead[];

@@ -204,6 +204,21 @@ describe("fencing", () => {
     await reopened.close();
   });
 
+  test("one ack call naming a message twice acks the ref that holds it, once", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a"), text("b")]);
+    const [a, b] = await h.cell.lease({ max: 2, visibilityTimeoutSeconds: 30 });
+    const stale = { id: a!.id, leaseGeneration: a!.leaseGeneration - 1 + 10 };
+    expect(await h.cell.ack([stale, refs([a!])[0]!, refs([b!])[0]!, refs([b!])[0]!])).toEqual({
+      acked: 2,
+      retried: 0,
+      deadLettered: 0,
+      staleLeases: [stale, refs([b!])[0]!],
+    });
+    expect((await h.cell.counts()).leased).toBe(0);
+    await h.cell.close();
+  });
+
   test("unknown ids are stale, not errors", async () => {
     const h = cellHarness();
     expect(await h.cell.ack([{ id: "nope", leaseGeneration: 1 }])).toMatchObject({

@@ -57,15 +57,21 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.transaction(() => store.lease(1_000, 3, 9_000));
       store.transaction(() => store.setState(store.head("c")!, MessageState.dead, 1_500));
       expect(store.head("a")).toMatchObject({ state: MessageState.leased, dueAt: 9_000, deliveries: 1, leaseGeneration: 1 });
-      const removed = store.transaction(() => [
-        store.removeHeld("a", 1),
-        store.removeHeld("a", 1),
-        store.removeHeld("b", 2),
-        store.removeHeld("c", 1),
-        store.removeHeld("d", 0),
-        store.removeHeld("nope", 1),
+      const removed = store.transaction(() =>
+        store.removeHeld([
+          { id: "a", leaseGeneration: 1 },
+          { id: "a", leaseGeneration: 1 },
+          { id: "b", leaseGeneration: 2 },
+          { id: "c", leaseGeneration: 1 },
+          { id: "d", leaseGeneration: 0 },
+          { id: "nope", leaseGeneration: 1 },
+        ]),
+      );
+      expect([...removed].sort()).toEqual([
+        ["a", 1],
+        ["d", 0],
       ]);
-      expect(removed).toEqual([true, false, false, false, true, false]);
+      expect(store.transaction(() => store.removeHeld([]))).toEqual(new Map());
       expect(store.totals()).toEqual({ ready: 0, leased: 1, dead: 1, moving: 0, backlogBytes: 1 });
       store.close();
       const reopened = openStore(dir);
