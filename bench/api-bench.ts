@@ -3,7 +3,7 @@
  * beside the cell's own figure for the same work measured in the same run:
  *   1. send: 100-event calls from 4 concurrent callers;
  *   2. lease(100) then ack, from 4 concurrent workers, on a filled queue.
- * Durable cells (synchronous=FULL), the server and client in this one process on loopback.
+ * Durable cells (durability "full": the WAL flushed before every answer), the server and client in this one process on loopback.
  * Run: node --import tsx bench/api-bench.ts   (the lead wires it into npm run bench)
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -135,7 +135,7 @@ function line(label: string, figures: Record<"cell" | "json" | "protobuf", numbe
 export async function runApiBench(): Promise<string[]> {
   const lines = [
     `api: ${rounds} rounds each, medians; ${callers} concurrent callers, ${batch} events per call; ` +
-      `event ~${Buffer.byteLength(cellMessages(1)[0]!.attributes ?? "") + cellMessages(1)[0]!.body.byteLength} B stored; synchronous=FULL, WAL, loopback HTTP`,
+      `event ~${Buffer.byteLength(cellMessages(1)[0]!.attributes ?? "") + cellMessages(1)[0]!.body.byteLength} B stored; durability full (WAL flushed before answering), loopback HTTP`,
   ];
   const send = { cell: [] as number[], json: [] as number[], protobuf: [] as number[] };
   const lease = { cell: [] as number[], json: [] as number[], protobuf: [] as number[] };

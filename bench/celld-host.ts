@@ -1,7 +1,7 @@
 /**
  * celld under benchmark, in its own process (see host-process.ts): the bench Worker from a real
  * wrangler.toml in a temporary project, durable cells (`durability: "full"`, celld's default:
- * WAL, synchronous=FULL), a free port. The project and its data are removed on close.
+ * WAL, flushed before every answer), a free port. The project and its data are removed on close.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

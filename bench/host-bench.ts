@@ -100,7 +100,7 @@ function miniflareVersion(): string {
 
 export async function runHostBench(log: (line: string) => void = console.log): Promise<void> {
   log(
-    `host: celld (durability "full": WAL, synchronous=FULL) vs Miniflare ${miniflareVersion()} in-memory queues; ` +
+    `host: celld (durability "full": WAL flushed with fdatasync before every answer) vs Miniflare ${miniflareVersion()} in-memory queues; ` +
       `same Worker script; each host in its own process, started afresh each round, driven over HTTP from this one; ` +
       `consumer max_batch_size ${benchConsumer.maxBatchSize}, max_batch_timeout ${benchConsumer.maxBatchTimeoutSeconds} s; ` +
       `${rounds} rounds, medians; ${loadLine()}`,

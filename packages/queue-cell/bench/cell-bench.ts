@@ -136,7 +136,7 @@ async function leaseAck(backlog: number, work: number): Promise<number> {
 }
 
 export async function runCellBench(log: (line: string) => void = console.log): Promise<void> {
-  log(`queue-cell: ${rounds} rounds each, medians; bodies ${bodyBytes} B; synchronous=FULL, WAL`);
+  log(`queue-cell: ${rounds} rounds each, medians; bodies ${bodyBytes} B; WAL, durable before answering (cell: fdatasync of the log; raw baseline: synchronous=FULL)`);
   const send = { cell: [] as number[], raw: [] as number[] };
   const singles = { cell: [] as number[], raw: [] as number[] };
   for (let r = 0; r < rounds; r++) {

@@ -94,6 +94,17 @@ describe("deployment-wide rules", () => {
     ]);
   });
 
+  test("a Worker name in celld's own namespace is refused", () => {
+    const sources = files({ name: "__celld_queue_dispatch" }).map((f) => ({ ...f, path: "w.json" }));
+    expect(issuesOf(() => parseDeployment(sources, everyFileExists))).toEqual([
+      {
+        file: "w.json",
+        path: "name",
+        message: `"__celld_queue_dispatch" starts with "__celld_", which celld keeps for its own Workers; choose another name`,
+      },
+    ]);
+  });
+
   test("main is looked up relative to the config file, and a missing one is refused", () => {
     const asked: string[] = [];
     const file = "/srv/app/wrangler.json";

@@ -8,6 +8,9 @@ import { isPlainObject, rawEntries, rawString, type RawTable } from "./raw.ts";
  * check failed; a value of the wrong type is the schema's to report, and is skipped here.
  */
 
+/** Names of the host's own Workers start with this; a deployment's Workers may not. */
+export const reservedWorkerNamePrefix = "__celld_";
+
 export interface RawFile {
   /** As the caller named it, for messages. */
   file: string;
@@ -31,6 +34,9 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
     if (nameTakenBy !== undefined) {
       const why = "each Worker needs its own name";
       report(file, "name", `${showValue(name)} is also the name of the Worker in ${nameTakenBy}; ${why}`);
+    }
+    if (name?.startsWith(reservedWorkerNamePrefix)) {
+      report(file, "name", `${showValue(name)} starts with "${reservedWorkerNamePrefix}", which celld keeps for its own Workers; choose another name`);
     }
 
     const main = rawString(data, "main");

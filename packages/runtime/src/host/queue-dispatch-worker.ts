@@ -1,9 +1,10 @@
 import { queueDispatchWorkerEntry } from "@celld/bindings";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
+import { reservedWorkerNamePrefix } from "../config/deployment-rules.ts";
 
 /** The internal Worker that runs consumer batches (see queue-dispatch.worker.ts in bindings). */
-export const queueDispatchWorkerName = "__celld_queue_dispatch";
+export const queueDispatchWorkerName = `${reservedWorkerNamePrefix}queue_dispatch`;
 
 // Pinned so the internal Worker behaves the same across deployments; workerd refuses a date newer
 // than itself, hence the clip.
