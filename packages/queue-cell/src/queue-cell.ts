@@ -158,11 +158,16 @@ export class QueueCell {
     if (options.store === undefined && options.path === undefined) {
       throw new TypeError("QueueCell needs a path or a store");
     }
-    this.store = options.store ?? new SqliteCellStore(options.path!, { durability: options.durability ?? "full" });
+    this.onBackgroundError = options.onBackgroundError ?? (() => {});
+    this.store =
+      options.store ??
+      new SqliteCellStore(options.path!, {
+        durability: options.durability ?? "full",
+        onBackgroundError: (error) => this.onBackgroundError(error),
+      });
     this.clock = options.clock ?? systemClock;
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
-    this.onBackgroundError = options.onBackgroundError ?? (() => {});
     try {
       const stored = this.store.getMeta("config");
       const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);

@@ -24,6 +24,8 @@ export interface SqliteStoreOptions {
   syncFile?: SyncFile;
   /** With `full`: the WAL size that triggers a checkpoint after a flush. */
   checkpointWalBytes?: number;
+  /** Told of a failed checkpoint (it is tried again after the next flush). */
+  onBackgroundError?: (error: unknown) => void;
 }
 
 /**
@@ -132,6 +134,7 @@ export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
   private readonly walSync: WalSync | undefined;
   private readonly checkpointWalBytes: number;
+  private readonly onBackgroundError: (error: unknown) => void;
   /** Multi-row INSERT statements by row count, prepared on first use. */
   private readonly insertStatements = new Map<number, Database.Statement>();
   private counts: StoreTotals;
@@ -144,6 +147,7 @@ export class SqliteCellStore implements CellStore {
     this.db.pragma("journal_mode = WAL");
     const durability = options.durability ?? "full";
     this.checkpointWalBytes = options.checkpointWalBytes ?? checkpointWalBytesDefault;
+    this.onBackgroundError = options.onBackgroundError ?? (() => {});
     if (durability === "full") {
       this.db.pragma("synchronous = OFF");
       this.db.pragma("wal_autocheckpoint = 0");
@@ -487,13 +491,23 @@ export class SqliteCellStore implements CellStore {
   /** After a flush: a log past the threshold is copied into the database file and emptied. */
   private checkpointIfLarge(): void {
     if (!this.db.open || this.db.inTransaction) return;
-    const size = this.walSync?.logBytes();
-    if (size === undefined || size < this.checkpointWalBytes) return;
-    this.db.pragma("synchronous = FULL");
     try {
-      this.db.pragma("wal_checkpoint(TRUNCATE)");
-    } finally {
-      this.db.pragma("synchronous = OFF");
+      const size = this.walSync?.logBytes();
+      if (size === undefined || size < this.checkpointWalBytes) return;
+      this.db.pragma("synchronous = FULL");
+      try {
+        this.db.pragma("wal_checkpoint(TRUNCATE)");
+      } finally {
+        this.db.pragma("synchronous = OFF");
+      }
+    } catch (error) {
+      // Runs from a flush's callback, where a throw would end the process. Nothing committed is
+      // at risk: the log keeps it, and the next flush tries the checkpoint again.
+      this.onBackgroundError(
+        new CellError("ERR_STORAGE", `the queue's storage failed: checkpointing its log: ${(error as Error).message}`, {
+          cause: error,
+        }),
+      );
     }
   }
 
