@@ -187,6 +187,7 @@ export class QueueCell {
         this.lastActivityMs = nowMs;
         this.maintain(nowMs);
       },
+      endOfGroup: (nowMs) => this.serveInGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
     this.waiters = new LeaseWaiters(this.clock);
@@ -278,7 +279,7 @@ export class QueueCell {
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
     const earliest = this.store.earliestReadyDueAt();
-    if (earliest !== null && earliest <= this.now()) void this.serveWaiters();
+    if (earliest !== null && earliest <= this.now()) this.serveWaiters();
     else this.armTimer(this.now());
     return waiting;
   }
@@ -595,11 +596,6 @@ export class QueueCell {
 
   private afterCommit(nowMs: number): void {
     if (this.closed) return;
-    if (this.readyChanged && this.waiters.size > 0) {
-      this.readyChanged = false;
-      void this.serveWaiters();
-    }
-    this.readyChanged = false;
     if (this.movingAdded || (this.mover === undefined && this.store.totals().moving > 0)) {
       this.movingAdded = false;
       this.startMover();
@@ -607,17 +603,25 @@ export class QueueCell {
     this.armTimer(nowMs);
   }
 
-  private async serveWaiters(): Promise<void> {
-    let outcome: ServeOutcome | undefined;
-    try {
-      await this.loop.submit((nowMs) => {
-        outcome = this.waiters.serve((w) => this.leaseNow(nowMs, w.max, w.visibilityMs));
-      });
-    } catch (error) {
-      outcome?.failed(error);
-      return;
-    }
-    outcome?.committed();
+  /**
+   * At the end of a group, inside its transaction: if anything may have become ready, waiting
+   * leases take it in the same commit (the group's fate is theirs), rather than in a group of
+   * their own after it.
+   */
+  private serveInGroup(nowMs: number): ServeOutcome | undefined {
+    if (!this.readyChanged) return undefined;
+    this.readyChanged = false;
+    if (this.waiters.size === 0) return undefined;
+    return this.waiters.serve((w) => this.leaseNow(nowMs, w.max, w.visibilityMs));
+  }
+
+  /** A group that serves the waiters; a failure reaches them through their own promises. */
+  private serveWaiters(): void {
+    this.loop
+      .submit(() => {
+        this.readyChanged = true;
+      })
+      .catch(() => undefined);
   }
 
   /** One timer for the next thing that falls due: a delay, a lease expiry, retention. */

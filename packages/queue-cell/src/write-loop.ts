@@ -1,6 +1,12 @@
 import { CellError } from "./errors.ts";
 
 
+/** Told whether a group's writes became durable. */
+export interface GroupFate {
+  committed: () => void;
+  failed: (error: unknown) => void;
+}
+
 /** One call waiting for the next group commit. `run` executes inside the transaction. */
 interface Job {
   run: (nowMs: number) => unknown;
@@ -17,6 +23,11 @@ export interface WriteLoopHooks {
   now: () => number;
   /** Work due at the start of every group (lease expiry, retention), inside the transaction. */
   beforeGroup: (nowMs: number) => void;
+  /**
+   * Work at the end of every group, inside the transaction, after every call (serving waiting
+   * leases). What it returns is told the group's fate, like the calls.
+   */
+  endOfGroup: (nowMs: number) => GroupFate | undefined;
   /** After the commit is durable and every call has been answered. */
   afterCommit: (nowMs: number) => void;
 }
@@ -65,20 +76,24 @@ export class WriteLoop {
     if (jobs.length === 0) return;
     const nowMs = this.hooks.now();
     const results: unknown[] = new Array(jobs.length);
+    let fate: GroupFate | undefined;
     try {
       this.hooks.transaction(() => {
         this.hooks.beforeGroup(nowMs);
         for (let i = 0; i < jobs.length; i++) results[i] = jobs[i]!.run(nowMs);
+        fate = this.hooks.endOfGroup(nowMs);
       });
     } catch (error) {
       // A CellError (a storage failure) is what callers may retry. Anything else is a bug: it is
       // passed on as it is, not dressed up as retryable.
       for (const job of jobs) job.reject(error);
+      fate?.failed(error);
       return;
     }
     const durable = this.hooks.durable();
     if (durable === undefined) {
       for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+      fate?.committed();
       this.hooks.afterCommit(nowMs);
       return;
     }
@@ -87,12 +102,14 @@ export class WriteLoop {
       () => {
         this.awaitingDisk -= jobs.length;
         for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+        fate?.committed();
         this.hooks.afterCommit(nowMs);
       },
       (error: unknown) => {
         // Committed, but whether it reached the disk is unknown: no caller is told it did.
         this.awaitingDisk -= jobs.length;
         for (const job of jobs) job.reject(error);
+        fate?.failed(error);
         this.hooks.afterCommit(nowMs);
       },
     );
