@@ -328,22 +328,16 @@ export class SqliteCellStore implements CellStore {
     const picked = this.stmt.leasable.all(nowMs, limit) as FullRow[];
     if (picked.length === 0) return [];
     this.stmt.leaseRows.run(expiresAtMs, JSON.stringify(picked.map((row) => row.seq)));
-    // Built once, as the UPDATE left each row: no intermediate StoredMessage per row.
-    const rows: LeasedRow[] = picked.map((row) => ({
-      seq: row.seq,
-      id: row.id,
-      state: MessageState.leased,
-      dueAt: expiresAtMs,
-      deliveries: row.deliveries + 1,
-      leaseGeneration: row.lease_generation + 1,
-      sentAt: row.sent_at,
-      enqueuedAt: row.enqueued_at,
-      bytes: row.bytes,
-      contentType: row.content_type,
-      attributes: row.attributes,
-      body: new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength),
-      availableAt: row.due_at,
-    }));
+    // As the UPDATE left each row.
+    const rows = picked.map((row) => {
+      const leased = toStored(row) as LeasedRow;
+      leased.state = MessageState.leased;
+      leased.dueAt = expiresAtMs;
+      leased.deliveries += 1;
+      leased.leaseGeneration += 1;
+      leased.availableAt = row.due_at;
+      return leased;
+    });
     this.counts.ready -= rows.length;
     this.counts.leased += rows.length;
     return rows.sort((a, b) => a.seq - b.seq);
