@@ -10,6 +10,7 @@ import {
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
+import { insertRowsSql, schema, statementSql, type StatementName } from "./sqlite-sql.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
 
 /**
@@ -37,31 +38,7 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
 /** 100 rows of 8 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
 
-const schema = `
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-  seq INTEGER PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
-  state INTEGER NOT NULL,
-  due_at INTEGER NOT NULL,
-  deliveries INTEGER NOT NULL DEFAULT 0,
-  lease_generation INTEGER NOT NULL DEFAULT 0,
-  sent_at INTEGER NOT NULL,
-  enqueued_at INTEGER NOT NULL,
-  bytes INTEGER NOT NULL,
-  content_type TEXT NOT NULL,
-  attributes TEXT,
-  body BLOB NOT NULL
-);
--- One index serves leasing (ready by visible time), lease expiry, dead-letter time ranges and
--- the next-due timer, because due_at means the time that matters in each state.
-CREATE INDEX IF NOT EXISTS messages_by_state_due ON messages (state, due_at);
-CREATE TABLE IF NOT EXISTS received (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
-`;
 
-const fullColumns =
-  "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
-const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
 
 interface FullRow {
   seq: number;
@@ -140,7 +117,7 @@ export class SqliteCellStore implements CellStore {
   private counts: StoreTotals;
   /** undefined: unknown, recompute; null: no backlog. */
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
-  private readonly stmt;
+  private readonly stmt: Record<StatementName, Database.Statement>;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.db = new Database(path);
@@ -161,83 +138,9 @@ export class SqliteCellStore implements CellStore {
     this.db.pragma("cache_size = -16384");
     this.db.exec(schema);
     const db = this.db;
-    this.stmt = {
-      insertIgnore: db.prepare(
-        `INSERT OR IGNORE INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
-         VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      markReceived: db.prepare("INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)"),
-      leasable: db.prepare(
-        `SELECT ${fullColumns} FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ?`,
-      ),
-      // One statement for the whole lease: the rows' seqs go in as a JSON array.
-      leaseRows: db.prepare(
-        `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
-           deliveries = deliveries + 1, lease_generation = lease_generation + 1
-         WHERE seq IN (SELECT value FROM json_each(?))`,
-      ),
-      // Acks in one statement: [[id, generation], ...] as JSON, each looked up by id. CROSS JOIN
-      // fixes the order: left to itself, SQLite walks every leased row by the state index.
-      removeHeld: db.prepare(
-        `DELETE FROM messages WHERE seq IN (
-           SELECT m.seq FROM json_each(?) AS j CROSS JOIN messages AS m ON m.id = j.value ->> 0
-           WHERE m.lease_generation = j.value ->> 1 AND m.state IN (${MessageState.ready}, ${MessageState.leased})
-         ) RETURNING id, lease_generation, seq, state, bytes`,
-      ),
-      head: db.prepare(`SELECT ${headColumns} FROM messages WHERE id = ?`),
-      setState: db.prepare("UPDATE messages SET state = ?, due_at = ? WHERE seq = ?"),
-      resetToReady: db.prepare(
-        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0,
-           lease_generation = lease_generation + 1 WHERE seq = ?`,
-      ),
-      unlease: db.prepare(
-        `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0),
-           lease_generation = lease_generation + 1 WHERE seq = ?`,
-      ),
-      remove: db.prepare("DELETE FROM messages WHERE seq = ?"),
-      expiredLeases: db.prepare(
-        `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
-         ORDER BY due_at LIMIT ?`,
-      ),
-      deadInRange: db.prepare(
-        `SELECT ${headColumns} FROM messages
-         WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to AND seq > @after
-         ORDER BY seq LIMIT @limit`,
-      ),
-      listByState: db.prepare(
-        `SELECT ${fullColumns} FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
-      ),
-      firstYoungerThan: db.prepare("SELECT seq FROM messages WHERE enqueued_at > ? ORDER BY seq LIMIT 1"),
-      sweepBefore: db.prepare(`DELETE FROM messages WHERE seq < ? RETURNING state, bytes`),
-      countDelayed: db.prepare(
-        `SELECT count(*) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
-      ),
-      // NOT INDEXED: walk rows in seq order and stop at the first backlog row; through the state
-      // index SQLite would collect every ready and leased row and sort them.
-      oldestBacklog: db.prepare(
-        `SELECT seq, enqueued_at FROM messages NOT INDEXED
-         WHERE state IN (${MessageState.ready}, ${MessageState.leased}) ORDER BY seq LIMIT 1`,
-      ),
-      earliestReady: db.prepare(
-        `SELECT due_at FROM messages WHERE state = ${MessageState.ready} ORDER BY due_at LIMIT 1`,
-      ),
-      nextVisible: db.prepare(
-        `SELECT due_at FROM messages WHERE state = ${MessageState.ready} AND due_at > ? ORDER BY due_at LIMIT 1`,
-      ),
-      nextLeaseExpiry: db.prepare(
-        `SELECT due_at FROM messages WHERE state = ${MessageState.leased} ORDER BY due_at LIMIT 1`,
-      ),
-      oldestEnqueued: db.prepare("SELECT enqueued_at FROM messages ORDER BY seq LIMIT 1"),
-      newestEnqueued: db.prepare("SELECT enqueued_at FROM messages ORDER BY seq DESC LIMIT 1"),
-      totals: db.prepare(
-        "SELECT state, count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM messages GROUP BY state",
-      ),
-      getMeta: db.prepare("SELECT value FROM meta WHERE key = ?"),
-      setMeta: db.prepare(
-        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-      ),
-      sweepReceived: db.prepare("DELETE FROM received WHERE at <= ?"),
-    };
+    this.stmt = Object.fromEntries(
+      Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
+    ) as Record<StatementName, Database.Statement>;
     this.counts = this.readTotals();
     if (this.walSync !== undefined) {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
@@ -314,15 +217,12 @@ export class SqliteCellStore implements CellStore {
   private insertStatement(rowCount: number): Database.Statement {
     let statement = this.insertStatements.get(rowCount);
     if (statement === undefined) {
-      const values = `(?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
-      statement = this.db.prepare(
-        `INSERT INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
-         VALUES ${Array.from({ length: rowCount }, () => values).join(", ")}`,
-      );
+      statement = this.db.prepare(insertRowsSql(rowCount));
       this.insertStatements.set(rowCount, statement);
     }
     return statement;
   }
+
 
   lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
     const picked = this.stmt.leasable.all(nowMs, limit) as FullRow[];

@@ -1,0 +1,86 @@
+import { MessageState } from "./store.ts";
+
+// The SQL of the SQLite store, apart from the code that runs it, so that a test can ask SQLite
+// how it plans each statement (a missed index shows up only as slowness otherwise).
+
+export const schema = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  state INTEGER NOT NULL,
+  due_at INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  lease_generation INTEGER NOT NULL DEFAULT 0,
+  sent_at INTEGER NOT NULL,
+  enqueued_at INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  attributes TEXT,
+  body BLOB NOT NULL
+);
+-- One index serves leasing (ready by visible time), lease expiry, dead-letter time ranges and
+-- the next-due timer, because due_at means the time that matters in each state.
+CREATE INDEX IF NOT EXISTS messages_by_state_due ON messages (state, due_at);
+CREATE TABLE IF NOT EXISTS received (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
+`;
+
+export const fullColumns =
+  "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
+export const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
+
+/** Every prepared statement of the store, by the name the store uses. */
+export const statementSql = {
+  insertIgnore: `INSERT OR IGNORE INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+     VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
+  markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",
+  leasable: `SELECT ${fullColumns} FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ?`,
+  // One statement for the whole lease: the rows' seqs go in as a JSON array.
+  leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
+       deliveries = deliveries + 1, lease_generation = lease_generation + 1
+     WHERE seq IN (SELECT value FROM json_each(?))`,
+  // Acks in one statement: [[id, generation], ...] as JSON, each looked up by id. CROSS JOIN
+  // fixes the order: left to itself, SQLite walks every leased row by the state index.
+  removeHeld: `DELETE FROM messages WHERE seq IN (
+       SELECT m.seq FROM json_each(?) AS j CROSS JOIN messages AS m ON m.id = j.value ->> 0
+       WHERE m.lease_generation = j.value ->> 1 AND m.state IN (${MessageState.ready}, ${MessageState.leased})
+     ) RETURNING id, lease_generation, seq, state, bytes`,
+  head: `SELECT ${headColumns} FROM messages WHERE id = ?`,
+  setState: "UPDATE messages SET state = ?, due_at = ? WHERE seq = ?",
+  resetToReady: `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0,
+       lease_generation = lease_generation + 1 WHERE seq = ?`,
+  unlease: `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0),
+       lease_generation = lease_generation + 1 WHERE seq = ?`,
+  remove: "DELETE FROM messages WHERE seq = ?",
+  expiredLeases: `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
+     ORDER BY due_at LIMIT ?`,
+  deadInRange: `SELECT ${headColumns} FROM messages
+     WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to AND seq > @after
+     ORDER BY seq LIMIT @limit`,
+  listByState: `SELECT ${fullColumns} FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
+  firstYoungerThan: "SELECT seq FROM messages WHERE enqueued_at > ? ORDER BY seq LIMIT 1",
+  sweepBefore: `DELETE FROM messages WHERE seq < ? RETURNING state, bytes`,
+  countDelayed: `SELECT count(*) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
+  // NOT INDEXED: walk rows in seq order and stop at the first backlog row; through the state
+  // index SQLite would collect every ready and leased row and sort them.
+  oldestBacklog: `SELECT seq, enqueued_at FROM messages NOT INDEXED
+     WHERE state IN (${MessageState.ready}, ${MessageState.leased}) ORDER BY seq LIMIT 1`,
+  earliestReady: `SELECT due_at FROM messages WHERE state = ${MessageState.ready} ORDER BY due_at LIMIT 1`,
+  nextVisible: `SELECT due_at FROM messages WHERE state = ${MessageState.ready} AND due_at > ? ORDER BY due_at LIMIT 1`,
+  nextLeaseExpiry: `SELECT due_at FROM messages WHERE state = ${MessageState.leased} ORDER BY due_at LIMIT 1`,
+  oldestEnqueued: "SELECT enqueued_at FROM messages ORDER BY seq LIMIT 1",
+  newestEnqueued: "SELECT enqueued_at FROM messages ORDER BY seq DESC LIMIT 1",
+  totals: "SELECT state, count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM messages GROUP BY state",
+  getMeta: "SELECT value FROM meta WHERE key = ?",
+  setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+  sweepReceived: "DELETE FROM received WHERE at <= ?",
+} as const;
+
+export type StatementName = keyof typeof statementSql;
+
+/** A multi-row INSERT of `rowCount` new ready rows, 8 parameters each. */
+export function insertRowsSql(rowCount: number): string {
+  const values = `(?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
+  return `INSERT INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+     VALUES ${Array.from({ length: rowCount }, () => values).join(", ")}`;
+}
