@@ -1,13 +1,20 @@
 /**
  * Child process of the crash test: sends, leases and acks on one cell as fast as it can, printing
- * "sent <id>" after each send resolved and "acked <id>" after each ack resolved. The parent kills
- * "acking <ids>" before each ack. The parent kills
- * it with SIGKILL at a random moment and checks the file against what was printed.
+ * "sent <id>" after each send resolved, "acking <ids>" before each ack and "acked <id>" after each
+ * ack resolved. The parent kills it with SIGKILL at a random moment and checks the file against
+ * what was printed. The log is checkpointed every 256 KiB (argv[3]) rather than every 16 MiB, so
+ * kills also land in and around checkpoints.
  */
-import { QueueCell } from "../src/index.ts";
+import { QueueCell, SqliteCellStore } from "../src/index.ts";
 
 const path = process.argv[2]!;
-const cell = new QueueCell({ name: "crash", path, durability: "full" });
+const checkpointWalBytes = Number(process.argv[3] ?? 256 * 1024);
+const store = new SqliteCellStore(path, {
+  durability: "full",
+  checkpointWalBytes,
+  onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
+});
+const cell = new QueueCell({ name: "crash", store });
 const out = (line: string): void => {
   // Synchronous write: a line printed is a line the parent will read, even if we die next.
   process.stdout.write(`${line}\n`);

@@ -56,6 +56,7 @@ function runAndKill(path: string, killAfterMs: number): Promise<Printed> {
     proc.on("error", reject);
     proc.on("exit", (code, signal) => {
       if (signal !== "SIGKILL") reject(new Error(`child exited on its own (code ${code}): ${stderr}`));
+      else if (stderr.includes("background error")) reject(new Error(`the child's cell reported: ${stderr}`));
       else resolve(printed);
     });
   });
