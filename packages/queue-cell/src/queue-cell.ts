@@ -180,7 +180,16 @@ export class QueueCell {
     }
     this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
     this.loop = new WriteLoop({
-      transaction: (fn) => this.store.transaction(fn),
+      transaction: (fn) => {
+        try {
+          return this.store.transaction(fn);
+        } catch (error) {
+          // The group's expiries rolled back with it, but maintain() may already have moved the
+          // bound past them: it is unknown again, so the next group looks.
+          this.maintenanceDueAt = -Infinity;
+          throw error;
+        }
+      },
       durable: () => this.store.durable(),
       now: () => this.now(),
       beforeGroup: (nowMs) => {

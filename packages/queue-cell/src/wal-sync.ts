@@ -57,11 +57,6 @@ export class WalSync {
     return this.fd === undefined ? undefined : fstatSync(this.fd).size;
   }
 
-  /** True while a flush runs or calls wait for one. */
-  get busy(): boolean {
-    return this.running || this.waiting.length > 0;
-  }
-
   /** Closes the WAL handle once no flush is running (SQLite may already have deleted the file). */
   close(): void {
     this.closed = true;

@@ -43,7 +43,7 @@ export class WriteLoop {
   private pending: Job[] = [];
   private scheduled = false;
   private closed = false;
-  /** Groups committed and not yet durable. */
+  /** Calls whose group has committed and is not yet durable. */
   private awaitingDisk = 0;
   /** Settles after the newest group's flush (flushes finish in commit order). */
   private lastFlush: Promise<void> = Promise.resolve();

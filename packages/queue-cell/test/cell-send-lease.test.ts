@@ -81,6 +81,21 @@ describe("send", () => {
   });
 });
 
+describe("a failed group", () => {
+  test("a lease expiry it applied and rolled back is applied by the next group", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "f", store: observed.wrap(), clock: h.clock });
+    await cell.send([text("a")]);
+    await cell.lease({ max: 1, visibilityTimeoutSeconds: 10 });
+    h.clock.advance(11_000);
+    observed.failNext = true;
+    await expect(cell.counts()).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+    await cell.close();
+  });
+});
+
 describe("admission", () => {
   test(`the call after ${limits.producerCallsInFlightMax} in flight is refused at once and writes nothing`, async () => {
     const h = cellHarness();
