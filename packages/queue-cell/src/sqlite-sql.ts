@@ -25,9 +25,9 @@ CREATE INDEX IF NOT EXISTS messages_by_state_due ON messages (state, due_at);
 CREATE TABLE IF NOT EXISTS received (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
 `;
 
-export const fullColumns =
+const fullColumns =
   "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
-export const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
+const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
 
 /** Every prepared statement of the store, by the name the store uses. */
 export const statementSql = {

@@ -146,9 +146,7 @@ export class SqliteCellStore implements CellStore {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
       // wrote before anything is built on it.
       this.walSync.open();
-      this.db.pragma("synchronous = FULL");
-      this.db.pragma("wal_checkpoint(TRUNCATE)");
-      this.db.pragma("synchronous = OFF");
+      this.checkpoint();
     }
   }
 
@@ -382,18 +380,26 @@ export class SqliteCellStore implements CellStore {
     this.walSync?.close();
   }
 
+  /**
+   * Copies the log into the database file and empties it, under synchronous=FULL for this one
+   * statement: the file is flushed before the log is reused (with OFF it would not be).
+   */
+  private checkpoint(): void {
+    this.db.pragma("synchronous = FULL");
+    try {
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+    } finally {
+      this.db.pragma("synchronous = OFF");
+    }
+  }
+
   /** After a flush: a log past the threshold is copied into the database file and emptied. */
   private checkpointIfLarge(): void {
     if (!this.db.open || this.db.inTransaction) return;
     try {
       const size = this.walSync?.logBytes();
       if (size === undefined || size < this.checkpointWalBytes) return;
-      this.db.pragma("synchronous = FULL");
-      try {
-        this.db.pragma("wal_checkpoint(TRUNCATE)");
-      } finally {
-        this.db.pragma("synchronous = OFF");
-      }
+      this.checkpoint();
     } catch (error) {
       // Runs from a flush's callback, where a throw would end the process. Nothing committed is
       // at risk: the log keeps it, and the next flush tries the checkpoint again.
