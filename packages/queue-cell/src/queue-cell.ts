@@ -531,7 +531,7 @@ export class QueueCell {
       if (expired.length < expirySliceRows) break;
     }
     this.store.sweepEnqueuedBefore(nowMs - retentionMs);
-    const due = this.store.dueTimes(nowMs);
+    const due = this.store.dueTimes();
     this.maintenanceDueAt = Math.min(
       due.nextLeaseExpiryAt ?? Infinity,
       due.oldestEnqueuedAt === null ? Infinity : due.oldestEnqueuedAt + retentionMs,

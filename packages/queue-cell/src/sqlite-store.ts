@@ -342,11 +342,10 @@ export class SqliteCellStore implements CellStore {
     return visible === undefined ? null : visible.due_at;
   }
 
-  dueTimes(nowMs: number): DueTimes {
+  dueTimes(): DueTimes {
     const expiry = this.stmt.nextLeaseExpiry.get() as { due_at: number } | undefined;
     const oldest = this.stmt.oldestEnqueued.get() as { enqueued_at: number } | undefined;
     return {
-      nextVisibleAt: this.nextVisibleAt(nowMs),
       nextLeaseExpiryAt: expiry === undefined ? null : expiry.due_at,
       oldestEnqueuedAt: oldest === undefined ? null : oldest.enqueued_at,
     };

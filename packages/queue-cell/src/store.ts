@@ -69,9 +69,8 @@ export interface StoreTotals {
   backlogBytes: number;
 }
 
+/** What the cell's lease-expiry and retention work can next fall due on. */
 export interface DueTimes {
-  /** Earliest visible time of a delayed ready row (after `now`). */
-  nextVisibleAt: number | null;
   /** Earliest lease expiry. */
   nextLeaseExpiryAt: number | null;
   /** Earliest entry time of any row, for the retention sweep. */
@@ -129,8 +128,8 @@ export interface CellStore {
   oldestBacklogEnqueuedAt(): number | null;
   /** Visible time of the earliest ready row, due or not. */
   earliestReadyDueAt(): number | null;
-  dueTimes(nowMs: number): DueTimes;
-  /** Earliest visible time of a delayed ready row (after `nowMs`); dueTimes' first figure alone. */
+  dueTimes(): DueTimes;
+  /** Earliest visible time of a delayed ready row (after `nowMs`). */
   nextVisibleAt(nowMs: number): number | null;
   /** Entry time of the newest row; the cell's clock never runs behind it. */
   newestEnqueuedAt(): number | null;
