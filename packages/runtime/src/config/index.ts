@@ -1,3 +1,4 @@
 export { loadDeployment, parseDeployment, type ConfigSource, type ParseOptions } from "./load.ts";
 export { ConfigError, isConfigError, formatIssue, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 export type { Deployment, WorkerConfig, ProducerConfig, ConsumerConfig } from "./model.ts";
+export { reservedWorkerNamePrefix } from "./deployment-rules.ts";

@@ -16,6 +16,8 @@ export interface PluginStartContext {
  */
 export interface HostPlugin {
   readonly name: string;
+  /** Before workerd starts: state and servers the plugin's Worker options point at. */
+  prepare(): Promise<void>;
   /** Miniflare options this plugin adds to one Worker (bindings; merged into the Worker's own). */
   workerOptions(worker: WorkerConfig): Partial<WorkerOptions>;
   /** Internal Workers this plugin runs in the same workerd, after the deployment's own. */

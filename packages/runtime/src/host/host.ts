@@ -54,18 +54,19 @@ export async function startHost(options: HostOptions): Promise<Host> {
     idleCloseMs: options.cellIdleCloseMs,
     onBackgroundError: (error) => log.error("a queue cell's background work failed; it will be retried", error),
   });
-  const queues = new QueuesPlugin({
-    deployment: options.deployment,
-    registry,
-    clock,
-    log,
-    wallTimeSeconds: options.consumerWallTimeSeconds,
-    onBatch: options.onBatch,
-  });
-  const plugins: HostPlugin[] = [queues];
+  const plugins: HostPlugin[] = [
+    new QueuesPlugin({
+      deployment: options.deployment,
+      registry,
+      clock,
+      log,
+      wallTimeSeconds: options.consumerWallTimeSeconds,
+      onBatch: options.onBatch,
+    }),
+  ];
   let miniflare: Miniflare | undefined;
   try {
-    await queues.prepare();
+    for (const plugin of plugins) await plugin.prepare();
     const workers: WorkerOptions[] = [];
     for (const worker of options.deployment.workers) {
       const own = workerOptions(worker, await bundleFor(worker), (message) => log.warn(message));

@@ -1,7 +1,7 @@
 import { queueDispatchWorkerEntry } from "@celld/bindings";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
-import { reservedWorkerNamePrefix } from "../config/deployment-rules.ts";
+import { reservedWorkerNamePrefix } from "../config/index.ts";
 
 /** The internal Worker that runs consumer batches (see queue-dispatch.worker.ts in bindings). */
 export const queueDispatchWorkerName = `${reservedWorkerNamePrefix}queue_dispatch`;
