@@ -90,20 +90,21 @@ export class WriteLoop {
       fate?.failed(error);
       return;
     }
-    const durable = this.hooks.durable();
-    if (durable === undefined) {
+    const answer = (): void => {
       for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
       fate?.committed();
       this.hooks.afterCommit(nowMs);
+    };
+    const durable = this.hooks.durable();
+    if (durable === undefined) {
+      answer();
       return;
     }
     this.awaitingDisk += jobs.length;
     this.lastFlush = durable.then(
       () => {
         this.awaitingDisk -= jobs.length;
-        for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
-        fate?.committed();
-        this.hooks.afterCommit(nowMs);
+        answer();
       },
       (error: unknown) => {
         // Committed, but whether it reached the disk is unknown: no caller is told it did.
