@@ -74,6 +74,8 @@ export const statementSql = {
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
   sweepReceived: "DELETE FROM received WHERE at <= ?",
+  // Rows changed by this connection since it opened: whether a group wrote anything.
+  totalChanges: "SELECT total_changes() AS n",
 } as const;
 
 export type StatementName = keyof typeof statementSql;

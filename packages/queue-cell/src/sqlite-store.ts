@@ -115,6 +115,8 @@ export class SqliteCellStore implements CellStore {
   /** Multi-row INSERT statements by row count, prepared on first use. */
   private readonly insertStatements = new Map<number, Database.Statement>();
   private counts: StoreTotals;
+  /** SQLite's count of changed rows at the last durable(). */
+  private changesAtLastDurable = 0;
   /** undefined: unknown, recompute; null: no backlog. */
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
   private readonly stmt: Record<StatementName, Database.Statement>;
@@ -151,7 +153,13 @@ export class SqliteCellStore implements CellStore {
   }
 
   durable(): Promise<void> | undefined {
-    return this.walSync?.durable();
+    if (this.walSync === undefined) return undefined;
+    // Every write of a group is an INSERT, UPDATE or DELETE, and SQLite counts the rows they
+    // change: an unchanged count means the group appended nothing to the log.
+    const changes = (this.stmt.totalChanges.get() as { n: number }).n;
+    const wrote = changes !== this.changesAtLastDurable;
+    this.changesAtLastDurable = changes;
+    return this.walSync.durable(wrote);
   }
 
   transaction<T>(fn: () => T): T {

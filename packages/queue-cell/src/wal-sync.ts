@@ -21,6 +21,10 @@ export class WalSync {
   private fd: number | undefined;
   private running = false;
   private waiting: Waiter[] = [];
+  /** The callers of the flush now running. */
+  private flushing: Waiter[] = [];
+  /** A flush failed, so what is committed may not be on disk: the next call flushes, wrote or not. */
+  private unflushedFailure = false;
   private closed = false;
 
   constructor(
@@ -44,12 +48,24 @@ export class WalSync {
     }
   }
 
-  /** Resolves when everything committed before this call is on disk. */
-  durable(): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ resolve, reject });
-      if (!this.running) this.flush();
-    });
+  /**
+   * Resolves when everything committed before this call is on disk; undefined if it already is.
+   * `wrote` says whether anything was committed since the last call. A group that wrote nothing
+   * (a lease that found no message) needs no flush of its own: the flush already asked for, if
+   * one is still running or waiting, covers what it read. Without this, an idle consumer's empty
+   * leases each cost an fdatasync, and a send arriving meanwhile waited behind it.
+   */
+  durable(wrote = true): Promise<void> | undefined {
+    if (wrote || this.unflushedFailure) {
+      this.unflushedFailure = false;
+      return new Promise<void>((resolve, reject) => {
+        this.waiting.push({ resolve, reject });
+        if (!this.running) this.flush();
+      });
+    }
+    const covering = this.waiting.length > 0 ? this.waiting : this.running ? this.flushing : undefined;
+    if (covering === undefined) return undefined;
+    return new Promise<void>((resolve, reject) => void covering.push({ resolve, reject }));
   }
 
   /** The log file's size now; undefined once closed. */
@@ -67,6 +83,7 @@ export class WalSync {
     const fd = this.fd;
     const batch = this.waiting;
     this.waiting = [];
+    this.flushing = batch;
     if (fd === undefined) {
       const error = new CellError("ERR_STORAGE", "the queue's storage failed: its write-ahead log is not open");
       for (const w of batch) w.reject(error);
@@ -78,6 +95,7 @@ export class WalSync {
       if (error === null) {
         for (const w of batch) w.resolve();
       } else {
+        this.unflushedFailure = true;
         // What the disk holds is unknown: every caller is told the write failed; none is told it
         // is durable.
         const failure = new CellError("ERR_STORAGE", `the queue's storage failed: flushing its log: ${error.message}`, {

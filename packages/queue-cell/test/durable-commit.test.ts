@@ -89,6 +89,51 @@ describe("durable commits (durability full)", () => {
     expect(await lease).toHaveLength(1);
   });
 
+  it("starts no flush for a group that wrote nothing, but answers it after the flush already running", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const first = cell.send([text("a")]);
+    await settled(first);
+    sync.finish();
+    await first;
+    const taken = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    await settled(taken);
+    sync.finish();
+    await expect(taken).resolves.toHaveLength(1);
+    // Everything is on disk: an empty lease is answered at once, with no flush.
+    const empty = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    expect(await settled(empty)).toBe(true);
+    expect(sync.calls).toBe(0);
+    await expect(empty).resolves.toEqual([]);
+    // A delayed message commits, and its flush runs: a lease that finds nothing ready writes
+    // nothing, so it asks for no flush of its own, yet waits for the running one.
+    const send = cell.send([text("later", { delaySeconds: 60 })]);
+    await settled(send);
+    expect(sync.calls).toBe(1);
+    const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    expect(await settled(lease)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await send;
+    await expect(lease).resolves.toEqual([]);
+    expect(sync.calls).toBe(0);
+  });
+
+  it("flushes for the next group after a failed flush, even one that wrote nothing", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const send = cell.send([text("later", { delaySeconds: 60 })]);
+    await settled(send);
+    sync.finish(new Error("EIO: i/o error, fdatasync"));
+    await expect(send).rejects.toThrow(/flushing its log/);
+    // The message committed, but the disk may not hold it: the next answer waits for a flush.
+    const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    expect(await settled(lease)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await expect(lease).resolves.toEqual([]);
+  });
+
   it("tells every caller of a group whose flush failed that the write failed", async () => {
     const sync = heldSync();
     const { cell } = cellWith(sync.syncFile);

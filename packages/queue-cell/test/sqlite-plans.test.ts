@@ -18,7 +18,7 @@ const scansByDesign: Partial<Record<StatementName, string>> = {
   sweepReceived: "forgets old dead-letter receipts, on the retention tick",
 };
 /** No table lookup at all. */
-const noLookup: StatementName[] = ["insertIgnore", "markReceived", "setMeta"];
+const noLookup: StatementName[] = ["insertIgnore", "markReceived", "setMeta", "totalChanges"];
 
 function plan(db: Database.Database, sql: string): string[] {
   const named = [...sql.matchAll(/@(\w+)/g)].map((m) => m[1]!);
