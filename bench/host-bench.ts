@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { availableParallelism, loadavg } from "node:os";
 import { fmt, median, ratioLine } from "../packages/queue-cell/bench/bench-stats.ts";
 import { benchConsumer } from "./bench-workers.ts";
+import { diskFlushLatency, type FlushLatency } from "./disk-flush.ts";
 import { spawnHost, type HostProcess } from "./host-process.ts";
 import { drained, driver, endToEnd, paced, percentile, type Throughput } from "./host-workloads.ts";
 
@@ -106,7 +107,9 @@ export async function runHostBench(log: (line: string) => void = console.log): P
       `${rounds} rounds, medians; ${loadLine()}`,
   );
   const figures: Figures = { celld: [], miniflare: [] };
+  const flushes: FlushLatency[] = [];
   for (let round = 0; round < rounds; round++) {
+    flushes.push(diskFlushLatency());
     // Alternating who goes first spreads the machine's drift over both.
     const order = round % 2 === 0 ? systems : ([...systems].reverse() as System[]);
     const parts: string[] = [];
@@ -121,7 +124,7 @@ export async function runHostBench(log: (line: string) => void = console.log): P
     }
     log(`  round ${round + 1}: ${parts.join(" | ")}`);
   }
-  for (const line of summary(figures)) log(line);
+  for (const line of summary(figures, flushes)) log(line);
   log(`  ${loadLine()} at the end`);
 }
 
@@ -149,7 +152,7 @@ async function freshHostRound(system: System): Promise<RoundFigures> {
 }
 
 /** The medians over the rounds, each beside its baseline or target. */
-function summary(figures: Figures): string[] {
+function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
   const lines: string[] = [];
   const log = (line: string): void => void lines.push(line);
   const med = (s: System, pick: (f: RoundFigures) => number): number => median(figures[s].map(pick));
@@ -193,6 +196,16 @@ function summary(figures: Figures): string[] {
           `p99 ${ms(sendP99 - emptyP99)}; in the Worker (workerd's coarse clock) p50 ${ms(pick((l) => l.inWorker.p50))}, ` +
           `p99 ${ms(pick((l) => l.inWorker.p99))}${target}${behind}`,
       );
+      if (s === "celld") {
+        // A durable send cannot answer before its flush: an empty request plus one fdatasync is
+        // the least a send can take on this machine, whatever the host does.
+        const flushP50 = median(flushes.map((f) => f.p50));
+        const flushP99 = median(flushes.map((f) => f.p99));
+        log(
+          `    floor on this machine: one fdatasync of the data directory's disk p50 ${ms(flushP50)}, p99 ${ms(flushP99)} ` +
+            `(alone, ${flushes.length} x 300 samples); empty request + fdatasync p50 ${ms(emptyP50 + flushP50)}`,
+        );
+      }
       const failed = figures[s].filter((f) => f.latency[i]!.failures > 0);
       for (const f of failed) log(`    ${s}: ${f.latency[i]!.failures} request(s) failed, first: ${f.latency[i]!.firstFailure}`);
     }
