@@ -282,9 +282,34 @@ export class QueueCell {
     const visibilityMs = Math.round(visibilitySeconds * msPerSecond);
     // The wait runs from the call, not from when the first attempt's group committed.
     const deadlineMs = this.now() + Math.round(waitSeconds * msPerSecond);
+    const waits = waitSeconds > 0 && options.signal?.aborted !== true;
+    // A long poll with nothing to take goes straight to waiting: an attempt would cost a group and
+    // its commit for nothing, and whatever group makes a message ready serves the waiters. An idle
+    // consumer polls again after every message it is given.
+    if (waits && !this.mayLeaseNow()) return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal);
     const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
-    if (first.length > 0 || waitSeconds === 0 || options.signal?.aborted === true) return first;
-    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal: options.signal });
+    if (first.length > 0 || !waits || options.signal?.aborted === true) return first;
+    return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal);
+  }
+
+  /**
+   * Whether a lease attempt now could find a message: one is ready, or a lease expiry or the
+   * retention sweep may be due (the attempt's group would apply it first).
+   */
+  private mayLeaseNow(): boolean {
+    const now = this.now();
+    if (now >= this.maintenanceDueAt) return true;
+    const earliest = this.store.earliestReadyDueAt();
+    return earliest !== null && earliest <= now;
+  }
+
+  private waitForMessages(
+    max: number,
+    visibilityMs: number,
+    deadlineMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<LeasedMessage[]> {
+    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal });
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
     const earliest = this.store.earliestReadyDueAt();

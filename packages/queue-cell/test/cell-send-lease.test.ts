@@ -253,6 +253,23 @@ describe("long-poll wait", () => {
     await h.cell.close();
   });
 
+  test("with nothing to take, waits without a commit; the send that wakes it is one commit", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "w", store: observed.wrap(), clock: h.clock });
+    await cell.send([text("first")]);
+    await cell.lease({ max: 1 });
+    await settle();
+    const before = observed.transactions;
+    const waiting = cell.lease({ max: 5, waitSeconds: 20 });
+    await settle();
+    expect(observed.transactions - before).toBe(0);
+    await cell.send([text("second")]);
+    expect(bodies(await waiting)).toEqual(["second"]);
+    expect(observed.transactions - before).toBe(1);
+    await cell.close();
+  });
+
   test("answers empty at the end of the wait", async () => {
     const h = cellHarness();
     let answer: unknown;
