@@ -2,12 +2,14 @@ import { builtinModules } from "node:module";
 import { dirname, resolve } from "node:path";
 import { build, type BuildFailure, type Message, type Plugin } from "esbuild";
 import type { WorkerConfig } from "./config/index.ts";
+import { moduleRulesPlugin, type AdditionalModule } from "./module-rules.ts";
 
 /**
  * Bundles a Worker's `main` into one ES module the way wrangler does, so code that deploys to
  * Cloudflare bundles the same here: workerd/worker/browser export conditions, browser-first main
  * fields, ES2022. Node built-ins stay imports for workerd to provide, and only when the Worker
  * turned on Node compatibility; otherwise workerd would fail later with a less useful message.
+ * Imports of text, data and WebAssembly files become workerd modules of their own (module-rules.ts).
  */
 
 export interface BundleMessage {
@@ -46,11 +48,26 @@ export interface BundleOptions {
   entrySource?: string;
 }
 
-export async function bundleWorker(
-  worker: WorkerConfig,
-  options: BundleOptions = {},
-): Promise<{ code: string; modules: boolean; exports: string[] }> {
+export interface WorkerBundle {
+  code: string;
+  /** False for a service-worker script (addEventListener), which Miniflare loads as a plain script. */
+  modules: boolean;
+  exports: string[];
+  /** The files `code` imports as Text, Data or CompiledWasm modules; always empty when `modules` is false. */
+  additionalModules: AdditionalModule[];
+}
+
+export async function bundleWorker(worker: WorkerConfig, options: BundleOptions = {}): Promise<WorkerBundle> {
+  const bundle = await bundleOnce(worker, options, true);
+  if (bundle.modules || bundle.additionalModules.length === 0) return bundle;
+  // A service-worker script has no modules to import: bundle it as before the module rules, with
+  // a .txt inlined by esbuild and the other file types refused by it.
+  return bundleOnce(worker, options, false);
+}
+
+async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRules: boolean): Promise<WorkerBundle> {
   const workingDir = dirname(worker.configPath);
+  const collected = new Map<string, AdditionalModule>();
   try {
     const result = await build({
       ...(options.entrySource === undefined
@@ -68,15 +85,22 @@ export async function bundleWorker(
       // wrangler's default (keep_names): workerd error messages and class names stay readable.
       keepNames: true,
       logLevel: "silent",
-      plugins: [nodeBuiltins(worker.compatibilityFlags)],
+      plugins: [
+        nodeBuiltins(worker.compatibilityFlags),
+        // Names are relative to main's directory, Miniflare's modulesRoot (host/worker-options.ts),
+        // for the plain bundle and the consumer's shimmed one alike.
+        ...(moduleRules ? [moduleRulesPlugin(dirname(worker.main), collected)] : []),
+      ],
     });
     const [output] = result.outputFiles;
     const [meta] = Object.values(result.metafile.outputs);
     if (output === undefined || meta === undefined) throw new Error("esbuild returned no output for one entry point");
     // A script with neither exports nor imports is a service-worker script (addEventListener);
-    // Miniflare must load it as a plain script, not as a module.
-    const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external);
-    return { code: output.text, modules, exports: meta.exports };
+    // Miniflare must load it as a plain script, not as a module. An import of a collected file
+    // does not count: such a script is bundled again without the module rules.
+    const ownModules = new Set([...collected.keys()].map((name) => `./${name}`));
+    const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external && !ownModules.has(i.path));
+    return { code: output.text, modules, exports: meta.exports, additionalModules: [...collected.values()] };
   } catch (error) {
     if (!isBuildFailure(error)) throw error;
     throw new BundleError(worker.name, error.errors.map((m) => toBundleMessage(m, workingDir, worker)));

@@ -1,10 +1,11 @@
-import { cpSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { BundleError, bundleWorker } from "../src/bundle.ts";
 import { loadDeployment, parseDeployment, type WorkerConfig } from "../src/config/index.ts";
+import { queueErrorShim } from "../src/host/queue-error-shim.ts";
 
 const fixtures = fileURLToPath(new URL("./fixtures/bundle/", import.meta.url));
 
@@ -29,6 +30,15 @@ function workerIn(dir: string, main: string, flags: string[] = []): WorkerConfig
   return worker;
 }
 
+/** Writes files (text or bytes) under `dir` of the copied fixtures. */
+function writeIn(dir: string, files: Record<string, string | Uint8Array>): void {
+  for (const [name, contents] of Object.entries(files)) {
+    const path = join(root, dir, name);
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, contents);
+  }
+}
+
 async function bundleError(worker: WorkerConfig): Promise<BundleError> {
   const error: unknown = await bundleWorker(worker).then(
     () => undefined,
@@ -41,8 +51,9 @@ async function bundleError(worker: WorkerConfig): Promise<BundleError> {
 describe("bundleWorker", () => {
   test("a TypeScript main with a relative module and npm packages becomes one runnable ES module", async () => {
     const [worker] = loadDeployment([join(root, "app", "wrangler.toml")]).workers;
-    const { code, modules } = await bundleWorker(worker!);
+    const { code, modules, additionalModules } = await bundleWorker(worker!);
     expect(modules).toBe(true);
+    expect(additionalModules).toEqual([]);
     expect(code).toMatch(/export\s*\{[^}]*as default/);
     expect(code).not.toMatch(/\bimport\b/);
     // The workerd export condition, and the browser main field, win over Node's entries.
@@ -110,5 +121,97 @@ describe("bundleWorker", () => {
     const { code, modules } = await bundleWorker(workerIn("service-worker", "src/index.js"));
     expect(modules).toBe(false);
     expect(code).toContain("addEventListener");
+  });
+});
+
+describe("bundleWorker with wrangler's default module rules", () => {
+  const wasm = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]);
+  const data = new Uint8Array([0, 1, 2, 254, 255]);
+
+  beforeAll(() => {
+    writeIn("module-rules", {
+      "src/index.js": [
+        'import note from "./note.txt";',
+        'import page from "./pages/page.html";',
+        'import query from "./query.sql";',
+        'import data from "./data.bin";',
+        'import wasm from "./add.wasm";',
+        'import sameWasm from "./add.wasm?module";',
+        'import shared from "../assets/shared.html";',
+        'import packaged from "tiny-wasm/add.wasm";',
+        "export default { note, page, query, data, wasm, sameWasm, shared, packaged };",
+        "",
+      ].join("\n"),
+      "src/note.txt": "a note",
+      "src/pages/page.html": "<p>page</p>",
+      "src/query.sql": "SELECT 1;",
+      "src/data.bin": data,
+      "src/add.wasm": wasm,
+      "assets/shared.html": "<p>shared</p>",
+      // A package that exports its .wasm file under another path.
+      "node_modules/tiny-wasm/package.json": JSON.stringify({ name: "tiny-wasm", exports: { "./add.wasm": "./dist/add.wasm" } }),
+      "node_modules/tiny-wasm/dist/add.wasm": wasm,
+      "src/missing.js": 'export { default } from "./other.js";\n',
+      "src/other.js": 'import page from "./nowhere.html";\nexport default page;\n',
+      "src/service-worker.js": 'import note from "./note.txt";\naddEventListener("fetch", (e) => e.respondWith(new Response(note)));\n',
+    });
+  });
+
+  test("text, data and wasm imports stay imports of modules named relative to main's directory", async () => {
+    const { code, modules, additionalModules } = await bundleWorker(workerIn("module-rules", "src/index.js"));
+    expect(modules).toBe(true);
+    for (const name of ["note.txt", "pages/page.html", "query.sql", "data.bin", "add.wasm"]) {
+      expect(code).toContain(`from "./${name}"`);
+    }
+    expect(code).not.toContain("?module");
+    const byName = new Map(additionalModules.map((m) => [m.name, m]));
+    const src = join(root, "module-rules", "src");
+    expect(byName.get("note.txt")).toEqual({
+      type: "Text",
+      name: "note.txt",
+      file: join(src, "note.txt"),
+      contents: new TextEncoder().encode("a note"),
+    });
+    expect(byName.get("pages/page.html")).toMatchObject({ type: "Text", file: join(src, "pages", "page.html") });
+    expect(byName.get("query.sql")).toMatchObject({ type: "Text" });
+    expect(byName.get("data.bin")).toMatchObject({ type: "Data", contents: data });
+    // `./add.wasm` and `./add.wasm?module` are the same module.
+    expect(byName.get("add.wasm")).toMatchObject({ type: "CompiledWasm", contents: wasm });
+    expect(additionalModules).toHaveLength(7);
+  });
+
+  test("a file outside main's directory gets wrangler's hashed name, which workerd accepts", async () => {
+    const { code, additionalModules } = await bundleWorker(workerIn("module-rules", "src/index.js"));
+    const shared = additionalModules.find((m) => m.file === join(root, "module-rules", "assets", "shared.html"));
+    expect(shared?.name).toMatch(/^[0-9a-f]{40}-shared\.html$/);
+    expect(code).toContain(`from "./${shared?.name}"`);
+    // A package's file is found by esbuild's resolution, through the package's exports.
+    const packaged = additionalModules.find((m) => m.file.endsWith(join("node_modules", "tiny-wasm", "dist", "add.wasm")));
+    expect(packaged).toMatchObject({ type: "CompiledWasm", contents: wasm });
+    expect(packaged?.name).toMatch(/^[0-9a-f]{40}-add\.wasm$/);
+    for (const m of additionalModules) expect(m.name.split("/")).not.toContain("..");
+  });
+
+  test("the consumer's shimmed bundle carries the same modules under the same names", async () => {
+    const worker = workerIn("module-rules", "src/index.js");
+    const plain = await bundleWorker(worker);
+    const shimmed = await bundleWorker(worker, { entrySource: queueErrorShim(worker.main) });
+    expect(shimmed.additionalModules).toEqual(plain.additionalModules);
+    expect(shimmed.exports).toContain("default");
+  });
+
+  test("an import of a missing file is refused, naming the importing file and line", async () => {
+    const error = await bundleError(workerIn("module-rules", "src/missing.js"));
+    const file = join(root, "module-rules", "src", "other.js");
+    expect(error.messages).toEqual([{ file, line: 1, column: 18, text: 'Could not resolve "./nowhere.html"' }]);
+    expect(error.message).toBe(`could not bundle Worker "module-rules":\n${file}:1:18: Could not resolve "./nowhere.html"`);
+  });
+
+  test("a service-worker script bundles as before: a .txt is inlined, no modules", async () => {
+    const { code, modules, additionalModules } = await bundleWorker(workerIn("module-rules", "src/service-worker.js"));
+    expect(modules).toBe(false);
+    expect(additionalModules).toEqual([]);
+    expect(code).toContain('"a note"');
+    expect(code).not.toMatch(/\bimport\b/);
   });
 });

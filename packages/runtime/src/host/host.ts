@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import { CellRegistry, systemClock, type Clock, type Durability } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
-import { bundleWorker } from "../bundle.ts";
+import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
@@ -116,8 +116,11 @@ export async function startHost(options: HostOptions): Promise<Host> {
   }
 }
 
-/** A consumer's bundle gets the shim that prints what its queue() handler throws. */
-async function bundleFor(worker: WorkerConfig): Promise<{ code: string; modules: boolean }> {
+/**
+ * A consumer's bundle gets the shim that prints what its queue() handler throws. The shim imports
+ * main, so the second bundle collects the same Text, Data and Wasm modules, under the same names.
+ */
+async function bundleFor(worker: WorkerConfig): Promise<WorkerBundle> {
   const plain = await bundleWorker(worker);
   if (worker.consumers.length === 0 || !plain.exports.includes("default")) return plain;
   return bundleWorker(worker, { entrySource: queueErrorShim(worker.main) });

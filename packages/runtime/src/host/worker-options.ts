@@ -1,5 +1,6 @@
-import { dirname } from "node:path";
-import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
+import { dirname, join } from "node:path";
+import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions } from "miniflare";
+import type { WorkerBundle } from "../bundle.ts";
 import type { WorkerConfig } from "../config/index.ts";
 
 /**
@@ -9,17 +10,12 @@ import type { WorkerConfig } from "../config/index.ts";
  */
 export function workerOptions(
   worker: WorkerConfig,
-  bundle: { code: string; modules: boolean },
+  bundle: WorkerBundle,
   warn: (message: string) => void,
 ): WorkerOptions {
   return {
     name: worker.name,
-    modules: bundle.modules,
-    script: bundle.code,
-    // Stack traces and error messages name the user's file, not "<script>". Module names are
-    // relative to modulesRoot, and workerd refuses one that climbs out with "..".
-    scriptPath: worker.main,
-    modulesRoot: dirname(worker.main),
+    ...workerCode(worker, bundle),
     compatibilityDate: runnableCompatibilityDate(worker, warn),
     compatibilityFlags: worker.compatibilityFlags,
     bindings: worker.vars as Record<string, never>,
@@ -35,6 +31,32 @@ export function workerOptions(
     serviceBindings: Object.fromEntries(
       worker.services.map((s) => [s.binding, s.entrypoint === undefined ? s.service : { name: s.service, entrypoint: s.entrypoint }]),
     ),
+  };
+}
+
+/**
+ * The bundle alone is a `script`. With the files it imports as Text, Data or CompiledWasm modules,
+ * it is the first of an explicit `modules` list, as wrangler hands it to workerd.
+ */
+function workerCode(
+  worker: WorkerConfig,
+  bundle: WorkerBundle,
+):
+  | { modules: boolean; script: string; scriptPath: string; modulesRoot: string }
+  | { modules: ModuleDefinition[]; modulesRoot: string } {
+  // Stack traces and error messages name the user's file, not "<script>". Module names are
+  // relative to modulesRoot, and workerd refuses one that climbs out with ".." (module-rules.ts
+  // names every file so that it does not).
+  const modulesRoot = dirname(worker.main);
+  if (bundle.additionalModules.length === 0) {
+    return { modules: bundle.modules, script: bundle.code, scriptPath: worker.main, modulesRoot };
+  }
+  return {
+    modulesRoot,
+    modules: [
+      { type: "ESModule", path: worker.main, contents: bundle.code },
+      ...bundle.additionalModules.map((m) => ({ type: m.type, path: join(modulesRoot, m.name), contents: m.contents })),
+    ],
   };
 }
 
