@@ -95,3 +95,40 @@ test("a second host on the same data directory is refused while the first runs",
   expect(error).toBeInstanceOf(DataDirInUseError);
   expect(String((error as Error).message)).toContain(`is in use by another celld (pid ${process.pid})`);
 });
+
+test(".dev.vars beside a config reaches the Worker's env over vars; .env is the fallback, per config directory", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "app/wrangler.toml": `
+name = "app"
+main = "index.js"
+compatibility_date = "2026-04-01"
+services = [{ binding = "HELPER", service = "helper" }]
+[vars]
+GREETING = "from wrangler.toml"
+PLAIN = "kept"
+`,
+    "app/.dev.vars": `# local secrets\nGREETING="from .dev.vars"\nexport API_TOKEN=s3cret-token # not part of it\nMULTI="a\\nb"\n`,
+    "app/.env": "GREETING=from .env, never read\n",
+    "app/index.js": `export default {
+  async fetch(request, env) {
+    const helper = await (await env.HELPER.fetch("http://helper/")).json();
+    return Response.json({ greeting: env.GREETING, plain: env.PLAIN, token: env.API_TOKEN, multi: env.MULTI, helper });
+  },
+};`,
+    "helper/wrangler.json": JSON.stringify({ name: "helper", main: "index.js", compatibility_date: "2026-04-01" }),
+    "helper/.env": "HELPER_SECRET='from helper/.env'\n",
+    "helper/index.js": `export default { fetch: (request, env) => Response.json({ secret: env.HELPER_SECRET, token: env.API_TOKEN ?? null }) };`,
+  });
+  const h = await runHost([`${p.dir}/app/wrangler.toml`, `${p.dir}/helper/wrangler.json`], p.dataDir);
+  hosts.push(h);
+  expect(await (await h.fetch("/")).json()).toEqual({
+    greeting: "from .dev.vars",
+    plain: "kept",
+    token: "s3cret-token",
+    multi: "a\nb",
+    helper: { secret: "from helper/.env", token: null },
+  });
+  expect(h.log.lines.join("\n")).not.toContain("s3cret-token");
+});

@@ -23,6 +23,13 @@ export async function dev(args: DevArgs): Promise<number> {
     return 1;
   }
   for (const warning of deployment.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
+  // Names only: the values are secrets.
+  for (const { name, devVars } of deployment.workers) {
+    if (devVars === undefined) continue;
+    const count = `${devVars.names.length} variable${devVars.names.length === 1 ? "" : "s"}`;
+    const names = devVars.names.length === 0 ? "" : ` (${devVars.names.join(", ")})`;
+    log.info(`Worker "${name}": loaded ${count} from ${devVars.path}${names}`);
+  }
 
   const host: Host = await startHost({
     deployment,

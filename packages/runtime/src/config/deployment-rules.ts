@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { devVarsKind, type DevVars } from "./dev-vars.ts";
 import { formatPath, showValue, type ConfigIssue } from "./issues.ts";
 import { isPlainObject, rawEntries, rawString, type RawTable } from "./raw.ts";
 
@@ -18,6 +19,8 @@ export interface RawFile {
   dir: string;
   /** The parsed data, or undefined when the file could not be parsed at all. */
   data: unknown;
+  /** The `.dev.vars` (or `.env`) beside it, when there is one and it parsed. */
+  devVars?: DevVars | undefined;
 }
 
 export function deploymentIssues(files: RawFile[], fileExists: (path: string) => boolean): ConfigIssue[] {
@@ -27,7 +30,7 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
   const nameOwner = new Map<string, string>();
   const consumerOwner = new Map<string, string>();
   const deadLetterOf = new Map<string, { file: string; path: string; target: string }>();
-  for (const { file, dir, data } of files) {
+  for (const { file, dir, data, devVars } of files) {
     const name = rawString(data, "name");
     const nameTakenBy = name === undefined ? undefined : nameOwner.get(name);
     if (name !== undefined && nameTakenBy === undefined) nameOwner.set(name, file);
@@ -65,6 +68,7 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
     }
 
     for (const duplicate of duplicateBindings(data)) report(file, duplicate.path, duplicate.message);
+    if (devVars !== undefined) issues.push(...devVarsOverBindings(file, data, devVars));
   }
 
   for (const cycle of deadLetterCycles(deadLetterOf)) {
@@ -119,6 +123,22 @@ function duplicateBindings(data: unknown): { path: string; message: string }[] {
     const earlier = first.get(name);
     if (earlier === undefined) first.set(name, path);
     else out.push({ path, message: `binding name ${showValue(name)} is already used by ${earlier}` });
+  }
+  return out;
+}
+
+/**
+ * A dev var replacing a `vars` entry is what it is for; one named like a KV namespace or a queue
+ * would leave `env.NAME` meaning one of two things, so it is refused like a duplicate binding.
+ */
+function devVarsOverBindings(configFile: string, data: unknown, devVars: DevVars): ConfigIssue[] {
+  const out: ConfigIssue[] = [];
+  for (const { path, name } of bindingNames(data)) {
+    const line = devVars.lines.get(name);
+    if (line === undefined || path === formatPath(["vars", name])) continue;
+    const why = `a ${devVarsKind(devVars)} entry may replace a vars entry, not another binding`;
+    const message = `line ${line}: ${showValue(name)} is also the name of ${path} in ${configFile}; ${why}`;
+    out.push({ file: devVars.file, path: "", message });
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { deploymentIssues, type RawFile } from "./deployment-rules.ts";
+import { devVarsBeside, devVarsFileNames, noDevVarsFiles, readDevVarsFromDisk, type DevVarsResult, type ReadDevVarsFile } from "./dev-vars.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
@@ -16,15 +17,26 @@ export interface ConfigSource {
 export interface ParseOptions {
   /** Whether a Worker's `main` exists; defaults to the real filesystem. */
   fileExists?: (path: string) => boolean;
+  /**
+   * Reads `.dev.vars` / `.env` beside a config (paths as `join(dirname(config path), name)`):
+   * the text, undefined when there is no such file; throw when it cannot be read. Unset: no
+   * files, so texts in memory get no dev vars unless a test hands them over here.
+   */
+  readDevVarsFile?: ReadDevVarsFile;
 }
 
 /**
- * Reads the config files of one deployment (as `wrangler dev -c a -c b`) and validates them
- * whole. Throws a ConfigError listing every problem in every file, unreadable files included.
+ * Reads the config files of one deployment (as `wrangler dev -c a -c b`), and the `.dev.vars`
+ * (or `.env`) beside each, and validates them whole. Throws a ConfigError listing every problem
+ * in every file, unreadable files included.
  */
 export function loadDeployment(configPaths: string[]): Deployment {
   return validate(
-    configPaths.map((path) => ({ path, parsed: readConfig(path) })),
+    configPaths.map((path) => ({
+      path,
+      parsed: readConfig(path),
+      devVars: devVarsBeside(path, readDevVarsFromDisk),
+    })),
     {},
   );
 }
@@ -32,7 +44,11 @@ export function loadDeployment(configPaths: string[]): Deployment {
 /** The same as loadDeployment, from texts already in memory. Reads nothing but `fileExists`. */
 export function parseDeployment(files: ConfigSource[], options: ParseOptions = {}): Deployment {
   return validate(
-    files.map(({ path, text }) => ({ path, parsed: parseConfigText(path, text) })),
+    files.map(({ path, text }) => ({
+      path,
+      parsed: parseConfigText(path, text),
+      devVars: devVarsBeside(path, options.readDevVarsFile ?? noDevVarsFiles),
+    })),
     options,
   );
 }
@@ -49,7 +65,13 @@ function readConfig(path: string): ParsedText {
   return parseConfigText(path, text);
 }
 
-function validate(files: { path: string; parsed: ParsedText }[], options: ParseOptions): Deployment {
+interface FileInput {
+  path: string;
+  parsed: ParsedText;
+  devVars: DevVarsResult;
+}
+
+function validate(files: FileInput[], options: ParseOptions): Deployment {
   if (files.length === 0) {
     throw new ConfigError([{ file: "(none)", path: "", message: "a deployment needs at least one config file" }]);
   }
@@ -57,28 +79,44 @@ function validate(files: { path: string; parsed: ParsedText }[], options: ParseO
   const warnings: ConfigWarning[] = [];
   const raw: RawFile[] = [];
   const workers: WorkerConfig[] = [];
+  const brokenDevVars = new Set<string>();
 
-  for (const { path, parsed } of files) {
+  for (const { path, parsed, devVars: found } of files) {
     const configPath = resolve(path);
-    raw.push({ file: path, dir: dirname(configPath), data: parsed.ok ? parsed.value : undefined });
-    if (!parsed.ok) {
-      issues.push(...parsed.issues);
-      continue;
+    const devVars = found.ok ? found.devVars : undefined;
+    raw.push({ file: path, dir: dirname(configPath), data: parsed.ok ? parsed.value : undefined, devVars });
+    if (!parsed.ok) issues.push(...parsed.issues);
+    else {
+      warnings.push(...keyWarnings(path, parsed.value));
+      const checked = workerFileSchema.safeParse(parsed.value);
+      if (checked.success) workers.push(toWorkerConfig(configPath, checked.data, devVars));
+      else issues.push(...checked.error.issues.map((i) => ({ file: path, path: formatPath(i.path), message: i.message })));
     }
-    warnings.push(...keyWarnings(path, parsed.value));
-    const checked = workerFileSchema.safeParse(parsed.value);
-    if (checked.success) workers.push(toWorkerConfig(configPath, checked.data));
-    else issues.push(...checked.error.issues.map((i) => ({ file: path, path: formatPath(i.path), message: i.message })));
+    // Two configs in one directory share its `.dev.vars`: say what is wrong with it once.
+    if (!found.ok && !found.issues.every((i) => brokenDevVars.has(i.file))) {
+      issues.push(...found.issues);
+      for (const issue of found.issues) brokenDevVars.add(issue.file);
+    }
   }
   issues.push(...deploymentIssues(raw, options.fileExists ?? isFile));
 
-  if (issues.length > 0) throw new ConfigError(byFileOrder(issues, files), warnings);
+  if (issues.length > 0) throw new ConfigError(byFileOrder(issues, raw), warnings);
   return { workers, queues: queuesOf(workers), warnings };
 }
 
-/** Groups issues by file in the order the files were given, keeping each file's own order. */
-function byFileOrder(issues: ConfigIssue[], files: { path: string }[]): ConfigIssue[] {
-  const rank = new Map(files.map((f, i) => [f.path, i]));
+/**
+ * Groups issues by config file in the order the files were given, a `.dev.vars` with its config,
+ * keeping each file's own order.
+ */
+function byFileOrder(issues: ConfigIssue[], files: RawFile[]): ConfigIssue[] {
+  const rank = new Map<string, number>();
+  files.forEach((f, i) => {
+    rank.set(f.file, i);
+    for (const name of devVarsFileNames) {
+      const beside = join(dirname(f.file), name);
+      if (!rank.has(beside)) rank.set(beside, i);
+    }
+  });
   return [...issues].sort((a, b) => (rank.get(a.file) ?? 0) - (rank.get(b.file) ?? 0));
 }
 

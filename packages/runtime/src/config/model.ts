@@ -1,4 +1,5 @@
 import { dirname, resolve } from "node:path";
+import type { DevVars } from "./dev-vars.ts";
 import type { ConfigWarning } from "./issues.ts";
 import type { WorkerFile } from "./schema.ts";
 
@@ -29,7 +30,13 @@ export interface WorkerConfig {
   main: string;
   compatibilityDate: string;
   compatibilityFlags: string[];
+  /** `vars` from the config, with the entries of its `.dev.vars` (or `.env`) over them. */
   vars: Record<string, string | number | boolean | object>;
+  /**
+   * Where the dev vars in `vars` came from, when a file was found: its absolute path and the
+   * names it set. Names only: the values are secrets, and this is what may be logged.
+   */
+  devVars: { path: string; names: string[] } | undefined;
   producers: ProducerConfig[];
   consumers: ConsumerConfig[];
   kvNamespaces: { binding: string; id: string }[];
@@ -48,7 +55,7 @@ export interface Deployment {
 }
 
 /** Maps one validated file onto the model. `configPath` must already be absolute. */
-export function toWorkerConfig(configPath: string, file: WorkerFile): WorkerConfig {
+export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: DevVars | undefined): WorkerConfig {
   const queues = file.queues ?? { producers: [], consumers: [] };
   return {
     configPath,
@@ -56,7 +63,9 @@ export function toWorkerConfig(configPath: string, file: WorkerFile): WorkerConf
     main: resolve(dirname(configPath), file.main),
     compatibilityDate: file.compatibility_date,
     compatibilityFlags: file.compatibility_flags,
-    vars: file.vars,
+    // fromEntries, not assignment: a dev var may be called `__proto__`.
+    vars: devVars === undefined ? file.vars : { ...file.vars, ...Object.fromEntries(devVars.values) },
+    devVars: devVars === undefined ? undefined : { path: devVars.path, names: [...devVars.values.keys()] },
     producers: queues.producers.map((p) => ({
       binding: p.binding,
       queue: p.queue,

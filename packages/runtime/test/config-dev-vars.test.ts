@@ -1,0 +1,306 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import { parseDotenv } from "../src/config/dotenv.ts";
+import {
+  isConfigError,
+  loadDeployment,
+  parseDeployment,
+  type ConfigError,
+  type ConfigSource,
+  type ParseOptions,
+} from "../src/config/index.ts";
+
+const base = { main: "index.js", compatibility_date: "2024-03-18" };
+
+function values(text: string): Record<string, string> {
+  const parsed = parseDotenv(text);
+  if (!parsed.ok) throw new Error(`expected no errors, got ${JSON.stringify(parsed.errors)}`);
+  return Object.fromEntries(parsed.entries.map((e) => [e.name, e.value]));
+}
+
+function errors(text: string): { line: number; message: string }[] {
+  const parsed = parseDotenv(text);
+  if (parsed.ok) throw new Error("expected errors");
+  return parsed.errors;
+}
+
+function failure(run: () => unknown): ConfigError {
+  try {
+    run();
+  } catch (error) {
+    if (isConfigError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+/** A reader over files in memory that records what was asked for. */
+function memoryFiles(files: Record<string, string>): Required<Pick<ParseOptions, "readDevVarsFile">> & { asked: string[] } {
+  const asked: string[] = [];
+  return {
+    asked,
+    readDevVarsFile: (path) => {
+      asked.push(path);
+      return Object.hasOwn(files, path) ? files[path] : undefined;
+    },
+  };
+}
+
+function config(dir: string, extra: Record<string, unknown> = {}): ConfigSource {
+  return { path: join(dir, "wrangler.json"), text: JSON.stringify({ ...base, name: dir, ...extra }) };
+}
+
+describe("the dotenv syntax, as wrangler reads it", () => {
+  test.each([
+    ["a plain entry", "KEY=value", { KEY: "value" }],
+    ["blank and comment lines", "\n# a comment\n   \n  # indented comment\nKEY=v\n\n", { KEY: "v" }],
+    ["an export prefix and indentation", "export A=1\n  export  B=2\n\tC=3", { A: "1", B: "2", C: "3" }],
+    ["spaces around = and around an unquoted value", "KEY  =   spaced value  ", { KEY: "spaced value" }],
+    ["an empty value", "A=\nB=  \nC= # only a comment", { A: "", B: "", C: "" }],
+    ["an inline comment after a space", "KEY=value # the comment", { KEY: "value" }],
+    // dotenv ends an unquoted value at any #, not only at " #": quote a value that has one.
+    ["a # with no space before it still starts a comment", "KEY=abc#def", { KEY: "abc" }],
+    ["= inside an unquoted value", "URL=postgres://u:p@h/db?x=1", { URL: "postgres://u:p@h/db?x=1" }],
+    ["single quotes keep everything as written", String.raw`KEY='a # b \n "c"'`, { KEY: String.raw`a # b \n "c"` }],
+    ["double quotes turn \\n and \\r into line breaks", String.raw`KEY="a\nb\rc # d"`, { KEY: "a\nb\rc # d" }],
+    ["back quotes", "KEY=`it's \"quoted\"`", { KEY: `it's "quoted"` }],
+    ["whitespace inside quotes is kept", `KEY="  padded  "  # comment`, { KEY: "  padded  " }],
+    ["an empty quoted value", `A=""\nB=''`, { A: "", B: "" }],
+    ["JSON in single quotes", `JSON='{"a":1,"b":[2]}'`, { JSON: `{"a":1,"b":[2]}` }],
+    ["JSON in double quotes, inner quotes unescaped (dotenv strips the outer pair)", `JSON="{"a":"b"}"`, { JSON: `{"a":"b"}` }],
+    ["\\\" inside double quotes stays as written", String.raw`KEY="say \"hi\""`, { KEY: String.raw`say \"hi\"` }],
+    ["a backslash before the closing quote", String.raw`DIR="C:\dir\"`, { DIR: "C:\\dir\\" }],
+    ["names with digits, dots and dashes", "a.b-c_1=x\n_9=y", { "a.b-c_1": "x", _9: "y" }],
+    ["NAME: value, which dotenv also takes", "KEY: value", { KEY: "value" }],
+    ["a name given twice keeps its last value", "KEY=first\nKEY=second", { KEY: "second" }],
+    ["CRLF and CR line endings", "A=1\r\nB=\"x\\ny\"\r\nC=3\rD=4", { A: "1", B: "x\ny", C: "3", D: "4" }],
+    ["a byte order mark", "\uFEFFKEY=v", { KEY: "v" }],
+  ])("%s", (_, text, expected) => {
+    expect(values(text)).toEqual(expected);
+  });
+
+  test("a quoted value may span lines, and later lines keep their numbers", () => {
+    const text = ['A="line one', "line two", '"', "KEY='x", "y' # comment", "B=after"].join("\n");
+    const parsed = parseDotenv(text);
+    expect(parsed).toEqual({
+      ok: true,
+      entries: [
+        { name: "A", value: "line one\nline two\n", line: 1 },
+        { name: "KEY", value: "x\ny", line: 4 },
+        { name: "B", value: "after", line: 6 },
+      ],
+    });
+  });
+
+  test("a line dotenv would skip is an error naming its line", () => {
+    expect(errors("OK=1\nNOEQUALS\n\n=value\nMY KEY=1\n$X=1\nexport\n")).toEqual([
+      { line: 2, message: 'expected NAME=value, but the line has no "="' },
+      { line: 4, message: 'expected NAME=value, but there is no name before "="' },
+      { line: 5, message: 'expected NAME=value, but the name before "=" is not made only of letters, digits, "_", "." and "-"' },
+      { line: 6, message: 'expected NAME=value, but the name before "=" is not made only of letters, digits, "_", "." and "-"' },
+      { line: 7, message: 'expected NAME=value, but the line has no "="' },
+    ]);
+  });
+
+  test("a quote that never closes, or text after the closing quote, is an error", () => {
+    const closing = "must end its line or be followed only by a # comment";
+    expect(errors(`A=1\nB="unterminated\nC=3\nD='x' trailing\nE=\`x`)).toEqual([
+      { line: 2, message: `the double-quoted value of B is not closed: the closing " ${closing}` },
+      { line: 4, message: `the single-quoted value of D is not closed: the closing ' ${closing}` },
+      { line: 5, message: `the back-quoted value of E is not closed: the closing \` ${closing}` },
+    ]);
+  });
+
+  test("an error after a value spanning lines has the right line number", () => {
+    expect(errors('A="one\ntwo\nthree"\nbroken')).toEqual([{ line: 4, message: 'expected NAME=value, but the line has no "="' }]);
+  });
+
+  test("no message ever contains a value or the text of a bad line", () => {
+    const secret = "hunter2-s3cret";
+    const text = [`A="${secret}`, `${secret}`, `B='${secret}' ${secret}`, `${secret} x=${secret}`, `=${secret}`].join("\n");
+    const found = errors(text);
+    expect(found).toHaveLength(5);
+    for (const e of found) expect(e.message).not.toContain(secret);
+  });
+});
+
+describe(".dev.vars and .env beside each config", () => {
+  test(".dev.vars entries become string vars, over vars of the same name", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "GREETING=from dev vars\nAPI_TOKEN=t0ken\n" });
+    const source = config("app", { vars: { GREETING: "from config", LIMIT: 3, NESTED: { a: 1 } } });
+    const [worker] = parseDeployment([source], { fileExists: () => true, ...files }).workers;
+    expect(worker?.vars).toEqual({ GREETING: "from dev vars", LIMIT: 3, NESTED: { a: 1 }, API_TOKEN: "t0ken" });
+    expect(worker?.devVars).toEqual({ path: join(process.cwd(), "app", ".dev.vars"), names: ["GREETING", "API_TOKEN"] });
+    expect(files.asked).toEqual([join("app", ".dev.vars")]);
+  });
+
+  test("without .dev.vars, .env is read; with both, .env is not even opened", () => {
+    const files = memoryFiles({
+      [join("both", ".dev.vars")]: "FROM=dev vars",
+      [join("both", ".env")]: "FROM=env\nONLY_IN_ENV=1",
+      [join("env-only", ".env")]: "FROM=env",
+    });
+    const sources = [config("both"), config("env-only"), config("none", { vars: { FROM: "config" } })];
+    const workers = parseDeployment(sources, { fileExists: () => true, ...files }).workers;
+    expect(workers.map((w) => [w.name, w.vars, w.devVars?.names])).toEqual([
+      ["both", { FROM: "dev vars" }, ["FROM"]],
+      ["env-only", { FROM: "env" }, ["FROM"]],
+      ["none", { FROM: "config" }, undefined],
+    ]);
+    expect(workers[1]?.devVars?.path).toBe(join(process.cwd(), "env-only", ".env"));
+    expect(files.asked).toEqual([
+      join("both", ".dev.vars"),
+      join("env-only", ".dev.vars"),
+      join("env-only", ".env"),
+      join("none", ".dev.vars"),
+      join("none", ".env"),
+    ]);
+  });
+
+  test("parseDeployment without a reader reads no dev vars", () => {
+    const [worker] = parseDeployment([config("app", { vars: { A: "1" } })], { fileExists: () => true }).workers;
+    expect(worker?.vars).toEqual({ A: "1" });
+    expect(worker?.devVars).toBeUndefined();
+  });
+
+  test("a name like __proto__ is an ordinary entry", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "__proto__=x" });
+    const [worker] = parseDeployment([config("app")], { fileExists: () => true, ...files }).workers;
+    expect(Object.hasOwn(worker!.vars, "__proto__")).toBe(true);
+    expect(Object.getPrototypeOf(worker!.vars)).toBe(Object.prototype);
+  });
+
+  test("a malformed line fails the deployment, naming the file and the line, next to its config's errors", () => {
+    const files = memoryFiles({
+      [join("a", ".dev.vars")]: "OK=1\n\nnot an assignment\nB='open",
+      [join("b", ".env")]: "C=\"x\" y",
+    });
+    const error = failure(() =>
+      parseDeployment([config("a", { compatibility_date: "soon" }), config("b")], { fileExists: () => true, ...files }),
+    );
+    const dotA = join("a", ".dev.vars");
+    expect(error.issues.map((i) => [i.file, i.path, i.message])).toEqual([
+      [join("a", "wrangler.json"), "compatibility_date", 'must be a date written "YYYY-MM-DD", got "soon"'],
+      [dotA, "", 'line 3: expected NAME=value, but the line has no "="'],
+      [dotA, "", "line 4: the single-quoted value of B is not closed: the closing ' must end its line or be followed only by a # comment"],
+      [join("b", ".env"), "", 'line 1: the double-quoted value of C is not closed: the closing " must end its line or be followed only by a # comment'],
+    ]);
+    expect(error.message).toContain(`${dotA}: line 3: expected NAME=value`);
+  });
+
+  test("two configs in one directory share its .dev.vars, and its errors are reported once", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "SHARED=1\nbroken" });
+    const sources = [
+      { path: join("app", "a.json"), text: JSON.stringify({ ...base, name: "a" }) },
+      { path: join("app", "b.json"), text: JSON.stringify({ ...base, name: "b" }) },
+    ];
+    expect(failure(() => parseDeployment(sources, { fileExists: () => true, ...files })).issues).toEqual([
+      { file: join("app", ".dev.vars"), path: "", message: 'line 2: expected NAME=value, but the line has no "="' },
+    ]);
+    const ok = memoryFiles({ [join("app", ".dev.vars")]: "SHARED=1" });
+    const workers = parseDeployment(sources, { fileExists: () => true, ...ok }).workers;
+    expect(workers.map((w) => w.vars)).toEqual([{ SHARED: "1" }, { SHARED: "1" }]);
+  });
+
+  test("an unreadable file fails the deployment and does not fall back to .env", () => {
+    const denied = Object.assign(new Error(`EACCES: permission denied, open '${join("app", ".dev.vars")}'`), { code: "EACCES" });
+    const asked: string[] = [];
+    const readDevVarsFile = (path: string): string | undefined => {
+      asked.push(path);
+      if (path.endsWith(".dev.vars")) throw denied;
+      return "FROM=env";
+    };
+    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, readDevVarsFile }));
+    expect(error.issues).toEqual([
+      {
+        file: join("app", ".dev.vars"),
+        path: "",
+        message: `cannot read the file: EACCES: permission denied, open '${join("app", ".dev.vars")}'`,
+      },
+    ]);
+    expect(asked).toEqual([join("app", ".dev.vars")]);
+  });
+
+  test("a dev var may replace a vars entry but not another binding", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "GREETING=hi\nCACHE=oops\n\nJOBS=oops" });
+    const source = config("app", {
+      vars: { GREETING: "hello" },
+      kv_namespaces: [{ binding: "CACHE", id: "kv" }],
+      queues: { producers: [{ binding: "JOBS", queue: "jobs" }] },
+    });
+    const why = "a .dev.vars entry may replace a vars entry, not another binding";
+    const configFile = join("app", "wrangler.json");
+    expect(failure(() => parseDeployment([source], { fileExists: () => true, ...files })).issues).toEqual([
+      {
+        file: join("app", ".dev.vars"),
+        path: "",
+        message: `line 4: "JOBS" is also the name of queues.producers[0].binding in ${configFile}; ${why}`,
+      },
+      {
+        file: join("app", ".dev.vars"),
+        path: "",
+        message: `line 2: "CACHE" is also the name of kv_namespaces[0].binding in ${configFile}; ${why}`,
+      },
+    ]);
+  });
+});
+
+describe("loadDeployment reads the files on disk", () => {
+  const dirs: string[] = [];
+  afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+  function projectDir(files: Record<string, string>): string {
+    const dir = mkdtempSync(join(tmpdir(), "celld-dev-vars-"));
+    dirs.push(dir);
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    return dir;
+  }
+
+  const toml = `name = "app"\nmain = "index.js"\ncompatibility_date = "2024-03-18"\n[vars]\nGREETING = "from toml"\n`;
+
+  test(".dev.vars beside wrangler.toml is read, and .env beside it is not", () => {
+    const dir = projectDir({
+      "wrangler.toml": toml,
+      "index.js": "export default {};",
+      ".dev.vars": 'GREETING="from dev vars"\nexport TOKEN=abc # comment\n',
+      ".env": "GREETING=from env\nOTHER=1\n",
+    });
+    const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
+    expect(worker?.vars).toEqual({ GREETING: "from dev vars", TOKEN: "abc" });
+    expect(worker?.devVars).toEqual({ path: join(dir, ".dev.vars"), names: ["GREETING", "TOKEN"] });
+  });
+
+  test(".env is read when there is no .dev.vars", () => {
+    const dir = projectDir({ "wrangler.toml": toml, "index.js": "export default {};", ".env": "GREETING=from env\n" });
+    const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
+    expect(worker?.vars).toEqual({ GREETING: "from env" });
+    expect(worker?.devVars?.path).toBe(join(dir, ".env"));
+  });
+
+  test("a .dev.vars that cannot be read (here a directory) fails the deployment", () => {
+    const dir = projectDir({ "wrangler.toml": toml, "index.js": "export default {};", ".env": "GREETING=x\n" });
+    mkdirSync(join(dir, ".dev.vars"));
+    const error = failure(() => loadDeployment([join(dir, "wrangler.toml")]));
+    expect(error.issues).toHaveLength(1);
+    expect(error.issues[0]).toMatchObject({ file: join(dir, ".dev.vars"), path: "" });
+    expect(error.issues[0]?.message).toMatch(/^cannot read the file: EISDIR/);
+  });
+
+  test("a malformed .dev.vars names the file and the line, and never a value", () => {
+    const secret = "sk_live_do_not_print";
+    const dir = projectDir({
+      "wrangler.toml": toml,
+      "index.js": "export default {};",
+      ".dev.vars": `GOOD=${secret}\n${secret}\nBAD="${secret}\n`,
+    });
+    const error = failure(() => loadDeployment([join(dir, "wrangler.toml")]));
+    expect(error.issues.map((i) => i.message)).toEqual([
+      'line 2: expected NAME=value, but the line has no "="',
+      'line 3: the double-quoted value of BAD is not closed: the closing " must end its line or be followed only by a # comment',
+    ]);
+    expect(error.message).toContain(`${join(dir, ".dev.vars")}: line 2: `);
+    expect(error.message).not.toContain(secret);
+  });
+});
