@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { BundleError, bundleWorker } from "../src/bundle.ts";
 import { loadDeployment, parseDeployment, type WorkerConfig } from "../src/config/index.ts";
-import { queueErrorShim } from "../src/host/queue-error-shim.ts";
+import { handlerErrorShim } from "../src/host/handler-error-shim.ts";
 
 const fixtures = fileURLToPath(new URL("./fixtures/bundle/", import.meta.url));
 
@@ -195,7 +195,7 @@ describe("bundleWorker with wrangler's default module rules", () => {
   test("the consumer's shimmed bundle carries the same modules under the same names", async () => {
     const worker = workerIn("module-rules", "src/index.js");
     const plain = await bundleWorker(worker);
-    const shimmed = await bundleWorker(worker, { entrySource: queueErrorShim(worker.main) });
+    const shimmed = await bundleWorker(worker, { entrySource: handlerErrorShim(worker.main) });
     expect(shimmed.additionalModules).toEqual(plain.additionalModules);
     expect(shimmed.exports).toContain("default");
   });

@@ -9,7 +9,7 @@ import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
-import { queueErrorShim } from "./queue-error-shim.ts";
+import { handlerErrorShim } from "./handler-error-shim.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { workerOptions } from "./worker-options.ts";
 
@@ -78,21 +78,33 @@ export async function startHost(options: HostOptions): Promise<Host> {
       }
       workers.push(own);
     }
-    // After the deployment's Workers: the first Worker is the one that answers `url`.
+    // The first Worker answers `url` on a socket of its own, straight into its fetch handler.
+    // Miniflare's entry socket runs every request through its entry Worker first (dev tooling:
+    // pretty error pages, a made-up request.cf, /cdn-cgi/ trigger routes), which costs about
+    // 350 µs of workerd CPU per request; that socket stays, on a free loopback port, for
+    // Miniflare's own use.
+    const first = workers[0];
+    if (first === undefined) throw new Error("a deployment has at least one Worker");
+    first.unsafeDirectSockets = [...(first.unsafeDirectSockets ?? []), { host: options.host ?? "127.0.0.1", port: options.port ?? 8787 }];
     for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
     miniflare = new Miniflare({
       workers,
       cf: false,
-      host: options.host ?? "127.0.0.1",
-      port: options.port ?? 8787,
+      host: "127.0.0.1",
+      port: 0,
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => log.runtime(line, "stdout"));
-        createInterface({ input: stderr }).on("line", (line) => log.runtime(line, "stderr"));
+        createInterface({ input: stderr }).on("line", (line) => {
+          // workerd follows an uncaught exception with its own native stack (addresses in the
+          // workerd binary), of no use to a Worker author; the shim has printed the script's.
+          if (!nativeStackLine.test(line)) log.runtime(line, "stderr");
+        });
       },
     });
-    const url = await miniflare.ready;
+    await miniflare.ready;
     const mf = miniflare;
+    const url = await mf.unsafeGetDirectURL(first.name);
     for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
     return {
       url,
@@ -116,12 +128,15 @@ export async function startHost(options: HostOptions): Promise<Host> {
   }
 }
 
+const nativeStackLine = /^stack:( \S+@[0-9a-f]+)+$/;
+
 /**
- * A consumer's bundle gets the shim that prints what its queue() handler throws. The shim imports
- * main, so the second bundle collects the same Text, Data and Wasm modules, under the same names.
+ * A module Worker's bundle gets the shim that prints what its fetch() and queue() handlers throw.
+ * The shim imports main, so the second bundle collects the same Text, Data and Wasm modules, under
+ * the same names.
  */
 async function bundleFor(worker: WorkerConfig): Promise<WorkerBundle> {
   const plain = await bundleWorker(worker);
-  if (worker.consumers.length === 0 || !plain.exports.includes("default")) return plain;
-  return bundleWorker(worker, { entrySource: queueErrorShim(worker.main) });
+  if (!plain.exports.includes("default")) return plain;
+  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main) });
 }

@@ -1,0 +1,64 @@
+/**
+ * workerd tells the host little when a handler throws. For queue() run through Fetcher.queue the
+ * host learns only the outcome "exception"; for fetch() on the Worker's own socket, workerd logs
+ * the message with its own native stack, not the script's. So that a Worker author sees the error
+ * and its JavaScript stack in the host's log, the Worker's entry is wrapped: its module is
+ * re-exported unchanged, and the default export's fetch and queue handlers print a thrown error
+ * (console.error, which workerd passes to the host's stderr) and rethrow it, so the response, the
+ * outcome and the retries are what they would have been.
+ */
+export function handlerErrorShim(mainPath: string): string {
+  const main = JSON.stringify(mainPath);
+  return `import * as user from ${main};
+export * from ${main};
+const original = user.default;
+const report = (what, error) =>
+  console.error(\`[celld] \${what} threw: \${error && error.stack ? error.stack : String(error)}\`);
+const what = {
+  fetch: (request) => {
+    try {
+      return \`fetch() handler for \${request.method} \${new URL(request.url).pathname}\`;
+    } catch {
+      return "fetch() handler";
+    }
+  },
+  queue: (batch) => \`queue() handler for "\${batch && batch.queue}"\`,
+};
+const handlers = Object.keys(what);
+let wrapped = original;
+if (typeof original === "function" && original.prototype && handlers.some((h) => typeof original.prototype[h] === "function")) {
+  // A class default export (WorkerEntrypoint): a subclass with the same name.
+  wrapped = class extends original {};
+  for (const h of handlers) {
+    if (typeof original.prototype[h] !== "function") continue;
+    Object.defineProperty(wrapped.prototype, h, {
+      configurable: true,
+      writable: true,
+      value: async function (...args) {
+        try {
+          return await original.prototype[h].apply(this, args);
+        } catch (error) {
+          report(what[h](args[0]), error);
+          throw error;
+        }
+      },
+    });
+  }
+  Object.defineProperty(wrapped, "name", { value: original.name });
+} else if (original !== null && typeof original === "object" && handlers.some((h) => typeof original[h] === "function")) {
+  wrapped = Object.assign(Object.create(Object.getPrototypeOf(original)), original);
+  for (const h of handlers) {
+    if (typeof original[h] !== "function") continue;
+    wrapped[h] = async function (...args) {
+      try {
+        return await original[h].apply(this, args);
+      } catch (error) {
+        report(what[h](args[0]), error);
+        throw error;
+      }
+    };
+  }
+}
+export default wrapped;
+`;
+}

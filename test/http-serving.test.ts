@@ -1,0 +1,82 @@
+import { afterEach, expect, test } from "vitest";
+import { eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+
+// The first Worker answers on a socket of its own, straight into its fetch handler, as a
+// production workerd does: no Miniflare entry Worker in front (its pretty error pages would show
+// a stack to any client; its request.cf is made up).
+
+let p: Project | undefined;
+let running: RunningHost | undefined;
+
+afterEach(async () => {
+  await running?.close();
+  running = undefined;
+  p?.remove();
+  p = undefined;
+});
+
+const wrangler = (main: string) => `name = "web"
+main = "${main}"
+compatibility_date = "2025-09-01"
+`;
+
+test("a fetch() handler's error is a plain 500 for the client and its stack is in the host log", async () => {
+  p = project();
+  const config = p.write({
+    "wrangler.toml": wrangler("src/index.js"),
+    "src/index.js": `export default {
+  async fetch(request) {
+    const { pathname } = new URL(request.url);
+    if (pathname === "/throw") throw new RangeError("fetch failed on purpose");
+    return Response.json({ cf: request.cf ?? null, connectingIp: request.headers.get("cf-connecting-ip"), url: request.url });
+  },
+};
+`,
+  });
+  running = await runHost([config], p.dataDir);
+
+  const ok = await running.fetch("/hello?x=1");
+  expect(ok.status).toBe(200);
+  const seen = (await ok.json()) as { cf: unknown; connectingIp: unknown; url: string };
+  expect(seen).toEqual({ cf: null, connectingIp: null, url: new URL("/hello?x=1", running.host.url).href });
+
+  const failed = await running.fetch("/throw");
+  expect(failed.status).toBe(500);
+  const body = await failed.text();
+  expect(body).not.toMatch(/on purpose|index\.js/);
+  const log = running.log;
+  const lines = await eventually(() => {
+    const text = log.lines.join("\n");
+    return /fetch failed on purpose/.test(text) ? text : undefined;
+  }, "the error in the host log");
+  expect(lines).toMatch(/stderr: \[celld\] fetch\(\) handler for GET \/throw threw: RangeError: fetch failed on purpose/);
+  expect(lines).toMatch(/at .*src\/index\.js:\d+:\d+/);
+  // workerd's own stack of the same exception is addresses in its binary: dropped.
+  expect(lines).not.toMatch(/stderr: stack: \S+@[0-9a-f]+/);
+});
+
+test("a WorkerEntrypoint class's fetch() error reaches the host log too, and its other methods still work", async () => {
+  p = project();
+  const config = p.write({
+    "wrangler.toml": wrangler("index.js"),
+    "index.js": `import { WorkerEntrypoint } from "cloudflare:workers";
+export default class Web extends WorkerEntrypoint {
+  async fetch(request) {
+    if (new URL(request.url).pathname === "/throw") throw new Error("class handler failed");
+    return new Response(\`\${this.constructor.name} says \${this.greet()}\`);
+  }
+  greet() {
+    return "hi";
+  }
+}
+`,
+  });
+  running = await runHost([config], p.dataDir);
+  expect(await (await running.fetch("/")).text()).toBe("Web says hi");
+  expect((await running.fetch("/throw")).status).toBe(500);
+  const log = running.log;
+  await eventually(
+    () => (log.lines.some((l) => /\[celld\] fetch\(\) handler for GET \/throw threw: Error: class handler failed/.test(l)) ? true : undefined),
+    "the class handler's error in the host log",
+  );
+});
