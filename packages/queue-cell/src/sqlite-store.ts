@@ -11,6 +11,7 @@ import {
   type StoredMessage,
 } from "./store.ts";
 import { insertRowsSql, schema, statementSql, type StatementName } from "./sqlite-sql.ts";
+import { WalIndex } from "./wal-index.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
 
 /**
@@ -23,7 +24,7 @@ export interface SqliteStoreOptions {
   durability?: Durability;
   /** With `full`: how the WAL is flushed (fs.fdatasync; tests hold it to watch what waits). */
   syncFile?: SyncFile;
-  /** With `full`: the WAL size that triggers a checkpoint after a flush. */
+  /** With `full`: how much log not yet copied into the database triggers a checkpoint after a flush. */
   checkpointWalBytes?: number;
   /** Told of a failed checkpoint (it is tried again after the next flush). */
   onBackgroundError?: (error: unknown) => void;
@@ -110,6 +111,7 @@ function messageBytes(row: NewMessage): number {
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
   private readonly walSync: WalSync | undefined;
+  private walIndex: WalIndex | undefined;
   private readonly checkpointWalBytes: number;
   private readonly onBackgroundError: (error: unknown) => void;
   /** Multi-row INSERT statements by row count, prepared on first use. */
@@ -130,6 +132,11 @@ export class SqliteCellStore implements CellStore {
     if (durability === "full") {
       this.db.pragma("synchronous = OFF");
       this.db.pragma("wal_autocheckpoint = 0");
+      // After a checkpoint the next commits overwrite the log from its start rather than a
+      // truncated log growing again: flushing an overwrite is about half the cost of an append
+      // (no change of file size to journal), and the checkpoint skips truncating and syncing a
+      // 16 MiB file (2 ms against 70-90 ms measured). A log that overshot is cut back to this.
+      this.db.pragma(`journal_size_limit = ${this.checkpointWalBytes}`);
       this.walSync = new WalSync(`${path}-wal`, options.syncFile, () => this.checkpointIfLarge());
     } else {
       this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
@@ -148,6 +155,7 @@ export class SqliteCellStore implements CellStore {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
       // wrote before anything is built on it.
       this.walSync.open();
+      this.walIndex = WalIndex.open(`${path}-shm`);
       this.checkpoint();
     }
   }
@@ -385,16 +393,20 @@ export class SqliteCellStore implements CellStore {
       this.db.close();
     }
     this.walSync?.close();
+    this.walIndex?.close();
+    this.walIndex = undefined;
   }
 
   /**
-   * Copies the log into the database file and empties it, under synchronous=FULL for this one
-   * statement: the file is flushed before the log is reused (with OFF it would not be).
+   * Copies the log into the database file, under synchronous=FULL for this one statement: the
+   * log is flushed before it is copied and the file after, so both are on disk before the next
+   * commit writes over the log (with OFF neither would be). RESTART: the next commit starts the
+   * log again from its beginning.
    */
   private checkpoint(): void {
     this.db.pragma("synchronous = FULL");
     try {
-      this.db.pragma("wal_checkpoint(TRUNCATE)");
+      this.db.pragma("wal_checkpoint(RESTART)");
     } finally {
       this.db.pragma("synchronous = OFF");
     }
@@ -404,7 +416,7 @@ export class SqliteCellStore implements CellStore {
   private checkpointIfLarge(): void {
     if (!this.db.open || this.db.inTransaction) return;
     try {
-      const size = this.walSync?.logBytes();
+      const size = this.walIndex?.uncheckpointedBytes();
       if (size === undefined || size < this.checkpointWalBytes) return;
       this.checkpoint();
     } catch (error) {

@@ -1,4 +1,4 @@
-import { closeSync, fdatasync, fstatSync, fsyncSync, openSync } from "node:fs";
+import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { CellError } from "./errors.ts";
 
@@ -66,11 +66,6 @@ export class WalSync {
     const covering = this.waiting.length > 0 ? this.waiting : this.running ? this.flushing : undefined;
     if (covering === undefined) return undefined;
     return new Promise<void>((resolve, reject) => void covering.push({ resolve, reject }));
-  }
-
-  /** The log file's size now; undefined once closed. */
-  logBytes(): number | undefined {
-    return this.fd === undefined ? undefined : fstatSync(this.fd).size;
   }
 
   /** Closes the WAL handle once no flush is running (SQLite may already have deleted the file). */
