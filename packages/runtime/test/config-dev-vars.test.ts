@@ -4,13 +4,12 @@ import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { parseDotenv } from "../src/config/dotenv.ts";
 import {
-  isConfigError,
   loadDeployment,
   parseDeployment,
-  type ConfigError,
   type ConfigSource,
   type ParseOptions,
 } from "../src/config/index.ts";
+import { failure } from "./config-failure.ts";
 
 const base = { main: "index.js", compatibility_date: "2024-03-18" };
 
@@ -26,15 +25,6 @@ function errors(text: string): { line: number; message: string }[] {
   return parsed.errors;
 }
 
-function failure(run: () => unknown): ConfigError {
-  try {
-    run();
-  } catch (error) {
-    if (isConfigError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a ConfigError");
-}
 
 /** A reader over files in memory that records what was asked for. */
 function memoryFiles(files: Record<string, string>): Required<Pick<ParseOptions, "readDevVarsFile">> & { asked: string[] } {

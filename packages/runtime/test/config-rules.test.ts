@@ -3,13 +3,12 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
 import {
-  ConfigError,
-  isConfigError,
   loadDeployment,
   parseDeployment,
   type ConfigIssue,
   type ParseOptions,
 } from "../src/config/index.ts";
+import { failure } from "./config-failure.ts";
 
 const fixtures = fileURLToPath(new URL("./fixtures/config/", import.meta.url));
 const base = { main: "index.js", compatibility_date: "2024-03-18" };
@@ -20,15 +19,6 @@ function files(...configs: ({ name: string } & Record<string, unknown>)[]) {
   return configs.map((c) => ({ path: `${c.name}.json`, text: JSON.stringify({ ...base, ...c }) }));
 }
 
-function failure(run: () => unknown): ConfigError {
-  try {
-    run();
-  } catch (error) {
-    if (isConfigError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a ConfigError");
-}
 const issuesOf = (run: () => unknown): ConfigIssue[] => [...failure(run).issues];
 
 describe("deployment-wide rules", () => {
