@@ -307,7 +307,13 @@ export class SqliteCellStore implements CellStore {
   }
 
   listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[] {
-    return (this.stmt.listByState.all(state, afterSeq, limit) as FullRow[]).map(toStored);
+    const rows =
+      state === MessageState.dead
+        ? this.stmt.listDead.all(afterSeq, limit)
+        : state === MessageState.moving
+          ? this.stmt.listMoving.all(afterSeq, limit)
+          : this.stmt.listByState.all(state, afterSeq, limit);
+    return (rows as FullRow[]).map(toStored);
   }
 
   sweepEnqueuedBefore(cutoffMs: number): number {

@@ -55,6 +55,16 @@ describe("SQLite query plans", () => {
     expect(plan(db, statementSql.leaseRows)[0]).toMatch(/^SEARCH messages USING INTEGER PRIMARY KEY \(rowid=\?\)/);
   });
 
+  test("a page of dead or moving rows walks its partial index in seq order, sorting nothing", () => {
+    for (const [name, index] of [
+      ["listDead", "messages_dead_by_seq"],
+      ["listMoving", "messages_moving_by_seq"],
+    ] as const) {
+      const steps = plan(db, statementSql[name]);
+      expect(steps, name).toEqual([expect.stringMatching(new RegExp(`^SEARCH messages USING INDEX ${index} \\(seq>\\?\\)`))]);
+    }
+  });
+
   test("a send's multi-row INSERT reads no table", () => {
     expect(plan(db, insertRowsSql(3)).filter((s) => /messages/.test(s))).toEqual([]);
   });
