@@ -1,6 +1,6 @@
-import { builtinModules } from "node:module";
+import { builtinModules, type SourceMapPayload } from "node:module";
 import { dirname, resolve } from "node:path";
-import { build, type BuildFailure, type Message, type Plugin } from "esbuild";
+import { build, type BuildFailure, type Message, type OutputFile, type Plugin } from "esbuild";
 import type { WorkerConfig } from "./config/index.ts";
 import { moduleRulesPlugin, type AdditionalModule } from "./module-rules.ts";
 
@@ -50,6 +50,16 @@ export interface BundleOptions {
 
 export interface WorkerBundle {
   code: string;
+  /**
+   * esbuild's source map of `code`, with every source an absolute path. It stays on the host,
+   * which maps the stack positions workerd prints (workerd names `code` by the Worker's main).
+   */
+  sourceMap: SourceMapPayload;
+  /**
+   * Where the map places the `entrySource` module, which is no file of the Worker's; absent
+   * without one.
+   */
+  entryFile?: string;
   /** False for a service-worker script (addEventListener), which Miniflare loads as a plain script. */
   modules: boolean;
   exports: string[];
@@ -65,6 +75,8 @@ export async function bundleWorker(worker: WorkerConfig, options: BundleOptions 
   return bundleOnce(worker, options, false);
 }
 
+const entrySourceName = "celld-entry.js";
+
 async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRules: boolean): Promise<WorkerBundle> {
   const workingDir = dirname(worker.configPath);
   const collected = new Map<string, AdditionalModule>();
@@ -72,10 +84,15 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
     const result = await build({
       ...(options.entrySource === undefined
         ? { entryPoints: [worker.main] }
-        : { stdin: { contents: options.entrySource, resolveDir: dirname(worker.main), sourcefile: "celld-entry.js" } }),
+        : { stdin: { contents: options.entrySource, resolveDir: dirname(worker.main), sourcefile: entrySourceName } }),
       absWorkingDir: workingDir,
       bundle: true,
       write: false,
+      // Nothing is written: the output is named as workerd names the bundle, and the map's sources
+      // are relative to main's directory. The code carries no sourceMappingURL; workerd needs none.
+      outfile: worker.main,
+      sourcemap: "external",
+      sourcesContent: false,
       metafile: true,
       format: "esm",
       platform: "neutral",
@@ -92,19 +109,44 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
         ...(moduleRules ? [moduleRulesPlugin(dirname(worker.main), collected)] : []),
       ],
     });
-    const [output] = result.outputFiles;
-    const [meta] = Object.values(result.metafile.outputs);
-    if (output === undefined || meta === undefined) throw new Error("esbuild returned no output for one entry point");
+    const output = result.outputFiles.find((f) => !f.path.endsWith(".map"));
+    const map = result.outputFiles.find((f) => f.path.endsWith(".map"));
+    const meta = Object.entries(result.metafile.outputs).find(([path]) => !path.endsWith(".map"))?.[1];
+    if (output === undefined || map === undefined || meta === undefined) {
+      throw new Error("esbuild returned no code, map or metafile entry for one entry point");
+    }
     // A script with neither exports nor imports is a service-worker script (addEventListener);
     // Miniflare must load it as a plain script, not as a module. An import of a collected file
     // does not count: such a script is bundled again without the module rules.
     const ownModules = new Set([...collected.keys()].map((name) => `./${name}`));
     const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external && !ownModules.has(i.path));
-    return { code: output.text, modules, exports: meta.exports, additionalModules: [...collected.values()] };
+    return {
+      code: output.text,
+      sourceMap: absoluteSourceMap(map),
+      ...(options.entrySource === undefined ? {} : { entryFile: resolve(dirname(worker.main), entrySourceName) }),
+      modules,
+      exports: meta.exports,
+      additionalModules: [...collected.values()],
+    };
   } catch (error) {
     if (!isBuildFailure(error)) throw error;
     throw new BundleError(worker.name, error.errors.map((m) => toBundleMessage(m, workingDir, worker)));
   }
+}
+
+/** esbuild names sources relative to the map's own location, which is known only here. */
+function absoluteSourceMap(map: OutputFile): SourceMapPayload {
+  const raw = JSON.parse(map.text) as { version: number; sources: string[]; names: string[]; mappings: string };
+  const dir = dirname(map.path);
+  return {
+    version: raw.version,
+    file: map.path.slice(0, -".map".length),
+    sources: raw.sources.map((source) => resolve(dir, source)),
+    sourcesContent: [],
+    sourceRoot: "",
+    names: raw.names,
+    mappings: raw.mappings,
+  };
 }
 
 const nodeCompatFlags = ["nodejs_compat", "nodejs_compat_v2"];

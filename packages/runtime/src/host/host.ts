@@ -11,6 +11,7 @@ import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
+import { StackPositions, type BundledWorker } from "./stack-positions.ts";
 import { workerOptions } from "./worker-options.ts";
 
 export interface HostOptions {
@@ -68,8 +69,11 @@ export async function startHost(options: HostOptions): Promise<Host> {
   try {
     for (const plugin of plugins) await plugin.prepare();
     const workers: WorkerOptions[] = [];
+    const bundled: BundledWorker[] = [];
     for (const worker of options.deployment.workers) {
-      const own = workerOptions(worker, await bundleFor(worker), (message) => log.warn(message));
+      const bundle = await bundleFor(worker);
+      bundled.push({ main: worker.main, bundle });
+      const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);
         Object.assign(own, extra, {
@@ -87,6 +91,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
     if (first === undefined) throw new Error("a deployment has at least one Worker");
     first.unsafeDirectSockets = [...(first.unsafeDirectSockets ?? []), { host: options.host ?? "127.0.0.1", port: options.port ?? 8787 }];
     for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
+    // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
+    const positions = new StackPositions(bundled);
+    const forward = (line: string, stream: "stdout" | "stderr") => {
+      const shown = positions.rewrite(line);
+      if (shown !== undefined) log.runtime(shown, stream);
+    };
     miniflare = new Miniflare({
       workers,
       cf: false,
@@ -94,11 +104,11 @@ export async function startHost(options: HostOptions): Promise<Host> {
       port: 0,
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
-        createInterface({ input: stdout }).on("line", (line) => log.runtime(line, "stdout"));
+        createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
         createInterface({ input: stderr }).on("line", (line) => {
           // workerd follows an uncaught exception with its own native stack (addresses in the
           // workerd binary), of no use to a Worker author; the shim has printed the script's.
-          if (!nativeStackLine.test(line)) log.runtime(line, "stderr");
+          if (!nativeStackLine.test(line)) forward(line, "stderr");
         });
       },
     });
