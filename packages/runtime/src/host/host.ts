@@ -89,7 +89,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Miniflare's own use.
     const first = workers[0];
     if (first === undefined) throw new Error("a deployment has at least one Worker");
-    first.unsafeDirectSockets = [...(first.unsafeDirectSockets ?? []), { host: options.host ?? "127.0.0.1", port: options.port ?? 8787 }];
+    first.unsafeDirectSockets = [{ host: options.host ?? "127.0.0.1", port: options.port ?? 8787 }];
     for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
