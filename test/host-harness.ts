@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach } from "vitest";
 import { ManualClock, type QueueCell } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
@@ -94,4 +95,29 @@ export async function drainJson(cell: QueueCell): Promise<unknown[]> {
     for (const m of leased) out.push(JSON.parse(new TextDecoder().decode(m.body)));
     await cell.ack(leased.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration })));
   }
+}
+
+/**
+ * For a test file: projects and hosts made through the returned functions are closed and removed
+ * after each test, whether it passed or not.
+ */
+export function tidyAfterEach(): { project: () => Project; runHost: typeof runHost } {
+  const projects: Project[] = [];
+  const hosts: RunningHost[] = [];
+  afterEach(async () => {
+    await Promise.all(hosts.splice(0).map((h) => h.close()));
+    projects.splice(0).forEach((p) => p.remove());
+  });
+  return {
+    project: () => {
+      const p = project();
+      projects.push(p);
+      return p;
+    },
+    runHost: async (...args) => {
+      const h = await runHost(...args);
+      hosts.push(h);
+      return h;
+    },
+  };
 }

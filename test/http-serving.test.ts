@@ -1,19 +1,11 @@
-import { afterEach, expect, test } from "vitest";
-import { eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+import { expect, test } from "vitest";
+import { eventually, tidyAfterEach } from "./host-harness.ts";
 
 // The first Worker answers on a socket of its own, straight into its fetch handler, as a
 // production workerd does: no Miniflare entry Worker in front (its pretty error pages would show
 // a stack to any client; its request.cf is made up).
 
-let p: Project | undefined;
-let running: RunningHost | undefined;
-
-afterEach(async () => {
-  await running?.close();
-  running = undefined;
-  p?.remove();
-  p = undefined;
-});
+const tidy = tidyAfterEach();
 
 const wrangler = (main: string) => `name = "web"
 main = "${main}"
@@ -21,7 +13,7 @@ compatibility_date = "2025-09-01"
 `;
 
 test("a fetch() handler's error is a plain 500 for the client and its stack is in the host log", async () => {
-  p = project();
+  const p = tidy.project();
   const config = p.write({
     "wrangler.toml": wrangler("src/index.js"),
     "src/index.js": `export default {
@@ -33,7 +25,7 @@ test("a fetch() handler's error is a plain 500 for the client and its stack is i
 };
 `,
   });
-  running = await runHost([config], p.dataDir);
+  const running = await tidy.runHost([config], p.dataDir);
 
   const ok = await running.fetch("/hello?x=1");
   expect(ok.status).toBe(200);
@@ -56,7 +48,7 @@ test("a fetch() handler's error is a plain 500 for the client and its stack is i
 });
 
 test("a WorkerEntrypoint class's fetch() error reaches the host log too, and its other methods still work", async () => {
-  p = project();
+  const p = tidy.project();
   const config = p.write({
     "wrangler.toml": wrangler("index.js"),
     "index.js": `import { WorkerEntrypoint } from "cloudflare:workers";
@@ -71,7 +63,7 @@ export default class Web extends WorkerEntrypoint {
 }
 `,
   });
-  running = await runHost([config], p.dataDir);
+  const running = await tidy.runHost([config], p.dataDir);
   expect(await (await running.fetch("/")).text()).toBe("Web says hi");
   expect((await running.fetch("/throw")).status).toBe(500);
   const log = running.log;

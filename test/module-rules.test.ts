@@ -1,14 +1,9 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, expect, test } from "vitest";
-import { project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+import { expect, test } from "vitest";
+import { tidyAfterEach } from "./host-harness.ts";
 
-const projects: Project[] = [];
-const hosts: RunningHost[] = [];
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.close()));
-  projects.splice(0).forEach((p) => p.remove());
-});
+const tidy = tidyAfterEach();
 
 // A WebAssembly module exporting add(i32, i32) -> i32.
 const addWasm = new Uint8Array([
@@ -57,8 +52,7 @@ test.each([
   ["a Worker", ""],
   ["a consumer Worker", `\n[[queues.consumers]]\nqueue = "jobs"\n`],
 ])("%s gets a string, an ArrayBuffer and a WebAssembly.Module from its imports", async (_, consumers) => {
-  const p = project();
-  projects.push(p);
+  const p = tidy.project();
   const config = p.write({
     "wrangler.toml": `name = "app"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\n${consumers}`,
     "src/index.js": worker,
@@ -69,8 +63,7 @@ test.each([
   });
   writeFileSync(join(p.dir, "src", "data.bin"), data);
   writeFileSync(join(p.dir, "src", "add.wasm"), addWasm);
-  const h = await runHost([config], p.dataDir);
-  hosts.push(h);
+  const h = await tidy.runHost([config], p.dataDir);
 
   const response = await h.fetch("/");
   expect(response.status).toBe(200);
@@ -88,16 +81,12 @@ test.each([
 });
 
 test("an import of a missing file stops the host with the importing file and line", async () => {
-  const p = project();
-  projects.push(p);
+  const p = tidy.project();
   const config = p.write({
     "wrangler.toml": `name = "app"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\n`,
     "src/index.js": `// the page\nimport page from "./missing.html";\nexport default { fetch: () => new Response(page) };\n`,
   });
-  const started = runHost([config], p.dataDir).then((h) => {
-    hosts.push(h);
-    return h;
-  });
+  const started = tidy.runHost([config], p.dataDir);
   await expect(started).rejects.toMatchObject({
     code: "ERR_BUNDLE",
     message: `could not bundle Worker "app":\n${join(p.dir, "src", "index.js")}:2:18: Could not resolve "./missing.html"`,

@@ -1,19 +1,11 @@
 import { join } from "node:path";
-import { afterEach, expect, test } from "vitest";
-import { eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+import { expect, test } from "vitest";
+import { eventually, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
 // workerd prints stack positions in the bundle under the name of the Worker's main file; the host
 // maps them through the bundle's source map, so the log names the file and line the author wrote.
 
-let p: Project | undefined;
-let running: RunningHost | undefined;
-
-afterEach(async () => {
-  await running?.close();
-  running = undefined;
-  p?.remove();
-  p = undefined;
-});
+const tidy = tidyAfterEach();
 
 // The error is constructed in work.ts on line 5 (`new` is column 9); index.ts (without extra
 // imports) calls fail() on line 12, column 12, from fetch() and on line 15, column 5, from queue().
@@ -54,8 +46,8 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0,
 `;
 
 /** The host log once it holds `pattern`, as one text. */
-function logOnceItShows(pattern: RegExp, what: string): Promise<string> {
-  const log = running!.log;
+function logOnceItShows(running: RunningHost, pattern: RegExp, what: string): Promise<string> {
+  const log = running.log;
   return eventually(() => {
     const text = log.lines.join("\n");
     return pattern.test(text) ? text : undefined;
@@ -63,14 +55,14 @@ function logOnceItShows(pattern: RegExp, what: string): Promise<string> {
 }
 
 test("a fetch() and a queue() handler's stacks name the TypeScript file and line that threw, not the bundle or the shim", async () => {
-  p = project();
+  const p = tidy.project();
   const config = p.write({ "wrangler.toml": wrangler, "src/index.ts": index(), "src/work.ts": work });
-  running = await runHost([config], p.dataDir);
+  const running = await tidy.runHost([config], p.dataDir);
   const workTs = `file://${join(p.dir, "src", "work.ts")}`;
   const indexTs = `file://${join(p.dir, "src", "index.ts")}`;
 
   expect((await running.fetch("/throw")).status).toBe(500);
-  const afterFetch = await logOnceItShows(/fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
+  const afterFetch = await logOnceItShows(running, /fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
   expect(afterFetch).toContain(
     `stderr: [celld] fetch() handler for GET /throw threw: Error: fetch failed\n` +
       `stderr:     at fail (${workTs}:5:9)\n` +
@@ -78,7 +70,7 @@ test("a fetch() and a queue() handler's stacks name the TypeScript file and line
   );
 
   expect((await running.fetch("/send")).status).toBe(200);
-  const afterQueue = await logOnceItShows(/queue jobs failed\n.*\n.*\n/, "the queue() handler's stack");
+  const afterQueue = await logOnceItShows(running, /queue jobs failed\n.*\n.*\n/, "the queue() handler's stack");
   expect(afterQueue).toContain(
     `stderr: [celld] queue() handler for "jobs" threw: Error: queue jobs failed\n` +
       `stderr:     at fail (${workTs}:5:9)\n` +
@@ -91,16 +83,16 @@ test("a fetch() and a queue() handler's stacks name the TypeScript file and line
 });
 
 test("a Worker that imports a text module (loaded as a list of modules) is mapped the same way", async () => {
-  p = project();
+  const p = tidy.project();
   const config = p.write({
     "wrangler.toml": wrangler,
     "src/index.ts": index(`import greeting from "./greeting.txt";\nconsole.log(greeting);`),
     "src/work.ts": work,
     "src/greeting.txt": "hello",
   });
-  running = await runHost([config], p.dataDir);
+  const running = await tidy.runHost([config], p.dataDir);
   expect((await running.fetch("/throw")).status).toBe(500);
-  const text = await logOnceItShows(/fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
+  const text = await logOnceItShows(running, /fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
   expect(text).toContain(`stderr:     at fail (file://${join(p.dir, "src", "work.ts")}:5:9)\n`);
   expect(text).not.toContain("celld-entry");
 });
