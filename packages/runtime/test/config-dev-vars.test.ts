@@ -122,7 +122,7 @@ describe(".dev.vars and .env beside each config", () => {
     const source = config("app", { vars: { GREETING: "from config", LIMIT: 3, NESTED: { a: 1 } } });
     const [worker] = parseDeployment([source], { fileExists: () => true, ...files }).workers;
     expect(worker?.vars).toEqual({ GREETING: "from dev vars", LIMIT: 3, NESTED: { a: 1 }, API_TOKEN: "t0ken" });
-    expect(worker?.devVars).toEqual({ path: join(process.cwd(), "app", ".dev.vars"), names: ["GREETING", "API_TOKEN"] });
+    expect(worker?.devVars).toEqual({ paths: [join(process.cwd(), "app", ".dev.vars")], names: ["GREETING", "API_TOKEN"] });
     expect(files.asked).toEqual([join("app", ".dev.vars")]);
   });
 
@@ -139,13 +139,37 @@ describe(".dev.vars and .env beside each config", () => {
       ["env-only", { FROM: "env" }, ["FROM"]],
       ["none", { FROM: "config" }, undefined],
     ]);
-    expect(workers[1]?.devVars?.path).toBe(join(process.cwd(), "env-only", ".env"));
+    expect(workers[1]?.devVars?.paths).toEqual([join(process.cwd(), "env-only", ".env")]);
     expect(files.asked).toEqual([
       join("both", ".dev.vars"),
       join("env-only", ".dev.vars"),
       join("env-only", ".env"),
+      join("env-only", ".env.local"),
       join("none", ".dev.vars"),
       join("none", ".env"),
+      join("none", ".env.local"),
+    ]);
+  });
+
+  test("without .dev.vars, .env.local is read after .env and wins for a name both set", () => {
+    const files = memoryFiles({
+      [join("app", ".env")]: "SHARED=from env\nBASE=1",
+      [join("app", ".env.local")]: "SHARED=from env.local\nLOCAL=2",
+      [join("local-only", ".env.local")]: "ONLY=local",
+    });
+    const workers = parseDeployment([config("app"), config("local-only")], { fileExists: () => true, ...files }).workers;
+    expect(workers[0]?.vars).toEqual({ SHARED: "from env.local", BASE: "1", LOCAL: "2" });
+    expect(workers[0]?.devVars?.paths).toEqual([join(process.cwd(), "app", ".env"), join(process.cwd(), "app", ".env.local")]);
+    expect(workers[1]?.vars).toEqual({ ONLY: "local" });
+  });
+
+  test("a .env.local entry named like another binding is refused with the .env.local line", () => {
+    const files = memoryFiles({ [join("app", ".env")]: "OK=1", [join("app", ".env.local")]: "\nKV=shadow" });
+    const error = failure(() =>
+      parseDeployment([config("app", { kv_namespaces: [{ binding: "KV", id: "k" }] })], { fileExists: () => true, ...files }),
+    );
+    expect(error.issues).toEqual([
+      expect.objectContaining({ file: join("app", ".env.local"), message: expect.stringMatching(/^line 2: "KV" is also the name of kv_namespaces\[0\]\.binding .*a \.env\.local entry may replace a vars entry, not another binding$/) }),
     ]);
   });
 
@@ -259,14 +283,14 @@ describe("loadDeployment reads the files on disk", () => {
     });
     const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
     expect(worker?.vars).toEqual({ GREETING: "from dev vars", TOKEN: "abc" });
-    expect(worker?.devVars).toEqual({ path: join(dir, ".dev.vars"), names: ["GREETING", "TOKEN"] });
+    expect(worker?.devVars).toEqual({ paths: [join(dir, ".dev.vars")], names: ["GREETING", "TOKEN"] });
   });
 
   test(".env is read when there is no .dev.vars", () => {
     const dir = projectDir({ "wrangler.toml": toml, "index.js": "export default {};", ".env": "GREETING=from env\n" });
     const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
     expect(worker?.vars).toEqual({ GREETING: "from env" });
-    expect(worker?.devVars?.path).toBe(join(dir, ".env"));
+    expect(worker?.devVars?.paths).toEqual([join(dir, ".env")]);
   });
 
   test("a .dev.vars that cannot be read (here a directory) fails the deployment", () => {

@@ -134,11 +134,11 @@ function duplicateBindings(data: unknown): { path: string; message: string }[] {
 function devVarsOverBindings(configFile: string, data: unknown, devVars: DevVars): ConfigIssue[] {
   const out: ConfigIssue[] = [];
   for (const { path, name } of bindingNames(data)) {
-    const line = devVars.lines.get(name);
-    if (line === undefined || path === formatPath(["vars", name])) continue;
-    const why = `a ${devVarsKind(devVars)} entry may replace a vars entry, not another binding`;
-    const message = `line ${line}: ${showValue(name)} is also the name of ${path} in ${configFile}; ${why}`;
-    out.push({ file: devVars.file, path: "", message });
+    const at = devVars.lines.get(name);
+    if (at === undefined || path === formatPath(["vars", name])) continue;
+    const why = `a ${devVarsKind(at.file)} entry may replace a vars entry, not another binding`;
+    const message = `line ${at.line}: ${showValue(name)} is also the name of ${path} in ${configFile}; ${why}`;
+    out.push({ file: at.file, path: "", message });
   }
   return out;
 }

@@ -5,11 +5,14 @@ import type { ConfigIssue } from "./issues.ts";
 
 /**
  * Local secrets beside a config file, found as `wrangler dev` (4.x) finds them: `.dev.vars` in the
- * config's directory, or, only when there is none, `.env`. Each entry becomes a string on the
- * Worker's `env`, replacing a `vars` entry of the same name. celld has no `--env`, so the
- * `.dev.vars.<env>` and `.env.<env>` variants are never read.
+ * config's directory alone; or, only when there is none, `.env` and then `.env.local`, merged,
+ * the later file winning for a name both set. Each entry becomes a string on the Worker's `env`,
+ * replacing a `vars` entry of the same name. celld has no `--env`, so the `.dev.vars.<env>` and
+ * `.env.<env>` variants are never read.
  */
-export const devVarsFileNames = [".dev.vars", ".env"] as const;
+const devVarsFile = ".dev.vars";
+const dotEnvFiles = [".env", ".env.local"] as const;
+export const devVarsFileNames = [devVarsFile, ...dotEnvFiles] as const;
 
 /**
  * Reads one candidate file: its text, or undefined when it does not exist. Any other failure
@@ -19,44 +22,59 @@ export const devVarsFileNames = [".dev.vars", ".env"] as const;
 export type ReadDevVarsFile = (path: string) => string | undefined;
 
 export interface DevVars {
-  /** The file as the caller's config path names it (`app/.dev.vars`), for messages. */
-  file: string;
-  /** Absolute path of the file. */
-  path: string;
-  /** Name to value; a name given twice keeps its last value, as dotenv does. */
+  /** The files read, in order, as the caller's config path names them (`app/.dev.vars`). */
+  files: string[];
+  /** Absolute paths of `files`. */
+  paths: string[];
+  /** Name to value; a name set twice keeps its last value, as dotenv does. */
   values: Map<string, string>;
-  /** The line each name is (last) set on, for messages about a name. */
-  lines: Map<string, number>;
+  /** The file and line each name is (last) set on, for messages about a name. */
+  lines: Map<string, { file: string; line: number }>;
 }
 
 export type DevVarsResult = { ok: true; devVars: DevVars | undefined } | { ok: false; issues: ConfigIssue[] };
 
 /** The dev vars beside `configFile` (as the caller named it), or issues naming file and line. */
 export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVarsResult {
-  for (const name of devVarsFileNames) {
-    const file = join(dirname(configFile), name);
-    let text: string | undefined;
-    try {
-      text = read(file);
-    } catch (error) {
-      // The errno message names the path and the reason (EACCES, EISDIR); never any content.
-      const reason = error instanceof Error ? error.message : String(error);
-      return { ok: false, issues: [{ file, path: "", message: `cannot read the file: ${reason}` }] };
+  const dir = dirname(configFile);
+  const first = readOne(join(dir, devVarsFile), read);
+  if (!first.ok) return first;
+  const texts = first.text !== undefined ? [{ file: join(dir, devVarsFile), text: first.text }] : [];
+  if (texts.length === 0) {
+    for (const name of dotEnvFiles) {
+      const file = join(dir, name);
+      const found = readOne(file, read);
+      if (!found.ok) return found;
+      if (found.text !== undefined) texts.push({ file, text: found.text });
     }
-    if (text === undefined) continue;
+  }
+  if (texts.length === 0) return { ok: true, devVars: undefined };
+  const devVars: DevVars = { files: [], paths: [], values: new Map(), lines: new Map() };
+  const issues: ConfigIssue[] = [];
+  for (const { file, text } of texts) {
     const parsed = parseDotenv(text);
     if (!parsed.ok) {
-      return { ok: false, issues: parsed.errors.map((e) => ({ file, path: "", message: `line ${e.line}: ${e.message}` })) };
+      issues.push(...parsed.errors.map((e) => ({ file, path: "", message: `line ${e.line}: ${e.message}` })));
+      continue;
     }
-    const values = new Map<string, string>();
-    const lines = new Map<string, number>();
+    devVars.files.push(file);
+    devVars.paths.push(resolve(file));
     for (const entry of parsed.entries) {
-      values.set(entry.name, entry.value);
-      lines.set(entry.name, entry.line);
+      devVars.values.set(entry.name, entry.value);
+      devVars.lines.set(entry.name, { file, line: entry.line });
     }
-    return { ok: true, devVars: { file, path: resolve(file), values, lines } };
   }
-  return { ok: true, devVars: undefined };
+  return issues.length > 0 ? { ok: false, issues } : { ok: true, devVars };
+}
+
+function readOne(file: string, read: ReadDevVarsFile): { ok: true; text: string | undefined } | { ok: false; issues: ConfigIssue[] } {
+  try {
+    return { ok: true, text: read(file) };
+  } catch (error) {
+    // The errno message names the path and the reason (EACCES, EISDIR); never any content.
+    const reason = error instanceof Error ? error.message : String(error);
+    return { ok: false, issues: [{ file, path: "", message: `cannot read the file: ${reason}` }] };
+  }
 }
 
 /** The real filesystem: absent is undefined, anything else that goes wrong throws. */
@@ -72,7 +90,7 @@ export function readDevVarsFromDisk(path: string): string | undefined {
 /** For parseDeployment without a reader: texts in memory have no files beside them. */
 export const noDevVarsFiles: ReadDevVarsFile = () => undefined;
 
-/** `.dev.vars` or `.env`, for messages that speak of the file by its kind. */
-export function devVarsKind(devVars: DevVars): string {
-  return basename(devVars.file);
+/** `.dev.vars`, `.env` or `.env.local`: a file named by its kind, for messages. */
+export function devVarsKind(file: string): string {
+  return basename(file);
 }

@@ -30,13 +30,13 @@ export interface WorkerConfig {
   main: string;
   compatibilityDate: string;
   compatibilityFlags: string[];
-  /** `vars` from the config, with the entries of its `.dev.vars` (or `.env`) over them. */
+  /** `vars` from the config, with the entries of its `.dev.vars` (or `.env` files) over them. */
   vars: Record<string, string | number | boolean | object>;
   /**
-   * Where the dev vars in `vars` came from, when a file was found: its absolute path and the
-   * names it set. Names only: the values are secrets, and this is what may be logged.
+   * Where the dev vars in `vars` came from, when a file was found: the absolute paths read and the
+   * names they set. Names only: the values are secrets, and this is what may be logged.
    */
-  devVars: { path: string; names: string[] } | undefined;
+  devVars: { paths: string[]; names: string[] } | undefined;
   producers: ProducerConfig[];
   consumers: ConsumerConfig[];
   kvNamespaces: { binding: string; id: string }[];
@@ -65,7 +65,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     compatibilityFlags: file.compatibility_flags,
     // fromEntries, not assignment: a dev var may be called `__proto__`.
     vars: devVars === undefined ? file.vars : { ...file.vars, ...Object.fromEntries(devVars.values) },
-    devVars: devVars === undefined ? undefined : { path: devVars.path, names: [...devVars.values.keys()] },
+    devVars: devVars === undefined ? undefined : { paths: devVars.paths, names: [...devVars.values.keys()] },
     producers: queues.producers.map((p) => ({
       binding: p.binding,
       queue: p.queue,
