@@ -22,13 +22,11 @@ export const devVarsFileNames = [devVarsFile, ...dotEnvFiles] as const;
 export type ReadDevVarsFile = (path: string) => string | undefined;
 
 export interface DevVars {
-  /** The files read, in order, as the caller's config path names them (`app/.dev.vars`). */
-  files: string[];
-  /** Absolute paths of `files`. */
+  /** Absolute paths of the files read, in order. */
   paths: string[];
   /** Name to value; a name set twice keeps its last value, as dotenv does. */
   values: Map<string, string>;
-  /** The file and line each name is (last) set on, for messages about a name. */
+  /** The file (as the caller's config path names it) and line each name is last set on. */
   lines: Map<string, { file: string; line: number }>;
 }
 
@@ -49,7 +47,7 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVar
     }
   }
   if (texts.length === 0) return { ok: true, devVars: undefined };
-  const devVars: DevVars = { files: [], paths: [], values: new Map(), lines: new Map() };
+  const devVars: DevVars = { paths: [], values: new Map(), lines: new Map() };
   const issues: ConfigIssue[] = [];
   for (const { file, text } of texts) {
     const parsed = parseDotenv(text);
@@ -57,7 +55,6 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVar
       issues.push(...parsed.errors.map((e) => ({ file, path: "", message: `line ${e.line}: ${e.message}` })));
       continue;
     }
-    devVars.files.push(file);
     devVars.paths.push(resolve(file));
     for (const entry of parsed.entries) {
       devVars.values.set(entry.name, entry.value);
@@ -67,7 +64,9 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVar
   return issues.length > 0 ? { ok: false, issues } : { ok: true, devVars };
 }
 
-function readOne(file: string, read: ReadDevVarsFile): { ok: true; text: string | undefined } | { ok: false; issues: ConfigIssue[] } {
+type ReadResult = { ok: true; text: string | undefined } | { ok: false; issues: ConfigIssue[] };
+
+function readOne(file: string, read: ReadDevVarsFile): ReadResult {
   try {
     return { ok: true, text: read(file) };
   } catch (error) {
