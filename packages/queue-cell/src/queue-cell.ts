@@ -400,7 +400,7 @@ export class QueueCell {
     return this.loop.submit((nowMs) => {
       let replayed = 0;
       for (;;) {
-        const heads = this.store.deadInRange(fromMs, toMs, 0, expirySliceRows);
+        const heads = this.store.deadInRange(fromMs, toMs, expirySliceRows);
         for (const head of heads) this.store.resetToReady(head, nowMs);
         replayed += heads.length;
         if (heads.length < expirySliceRows) break;

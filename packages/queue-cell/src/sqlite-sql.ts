@@ -59,9 +59,11 @@ export const statementSql = {
   remove: "DELETE FROM messages WHERE seq = ?",
   expiredLeases: `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
      ORDER BY due_at LIMIT ?`,
+  // In the state index's own order (dead-letter time, then seq): ordering by seq alone sorted
+  // every row left in the range for each slice of a replay, quadratic in the dead-letter set.
   deadInRange: `SELECT ${headColumns} FROM messages
-     WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to AND seq > @after
-     ORDER BY seq LIMIT @limit`,
+     WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to
+     ORDER BY due_at, seq LIMIT @limit`,
   listByState: `SELECT ${fullColumns} FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
   // The state is written out, not bound: only then may SQLite use the partial index. INDEXED BY:
   // without statistics SQLite prefers the state index and sorts the whole state for each page.

@@ -302,8 +302,8 @@ export class SqliteCellStore implements CellStore {
     return (this.stmt.expiredLeases.all(nowMs, limit) as HeadRow[]).map(toHead);
   }
 
-  deadInRange(fromMs: number, toMs: number, afterSeq: number, limit: number): MessageHead[] {
-    return (this.stmt.deadInRange.all({ from: fromMs, to: toMs, after: afterSeq, limit }) as HeadRow[]).map(toHead);
+  deadInRange(fromMs: number, toMs: number, limit: number): MessageHead[] {
+    return (this.stmt.deadInRange.all({ from: fromMs, to: toMs, limit }) as HeadRow[]).map(toHead);
   }
 
   listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[] {

@@ -112,8 +112,11 @@ export interface CellStore {
 
   /** Leased rows whose lease ended at or before `nowMs`, oldest first. */
   expiredLeases(nowMs: number, limit: number): MessageHead[];
-  /** Dead rows dead-lettered in [fromMs, toMs), oldest first, after `afterSeq`. */
-  deadInRange(fromMs: number, toMs: number, afterSeq: number, limit: number): MessageHead[];
+  /**
+   * The first `limit` dead rows dead-lettered in [fromMs, toMs), in the order they died (ties by
+   * seq). No cursor: a replay takes each slice out of the dead state before asking for the next.
+   */
+  deadInRange(fromMs: number, toMs: number, limit: number): MessageHead[];
   listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[];
 
   /** Deletes every row that entered at or before `cutoffMs`; returns how many. */

@@ -65,6 +65,12 @@ describe("SQLite query plans", () => {
     }
   });
 
+  test("a replay's slice of a dead-letter time range reads the state index in order, sorting nothing", () => {
+    expect(plan(db, statementSql.deadInRange)).toEqual([
+      expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\? AND due_at>\? AND due_at<\?\)$/),
+    ]);
+  });
+
   test("a send's multi-row INSERT reads no table", () => {
     expect(plan(db, insertRowsSql(3)).filter((s) => /messages/.test(s))).toEqual([]);
   });
