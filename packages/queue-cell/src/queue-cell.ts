@@ -285,34 +285,30 @@ export class QueueCell {
     const waits = waitSeconds > 0 && options.signal?.aborted !== true;
     // A long poll with nothing to take goes straight to waiting: an attempt would cost a group and
     // its commit for nothing, and whatever group makes a message ready serves the waiters. An idle
-    // consumer polls again after every message it is given.
-    if (waits && !this.mayLeaseNow()) return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal);
+    // consumer polls again after every message it is given. (With a lease expiry or the retention
+    // sweep possibly due, the attempt is made: its group applies them first.)
+    if (waits && this.now() < this.maintenanceDueAt) {
+      const earliest = this.store.earliestReadyDueAt();
+      if (earliest === null || earliest > this.now()) {
+        return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, earliest);
+      }
+    }
     const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
     if (first.length > 0 || !waits || options.signal?.aborted === true) return first;
     return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal);
   }
 
-  /**
-   * Whether a lease attempt now could find a message: one is ready, or a lease expiry or the
-   * retention sweep may be due (the attempt's group would apply it first).
-   */
-  private mayLeaseNow(): boolean {
-    const now = this.now();
-    if (now >= this.maintenanceDueAt) return true;
-    const earliest = this.store.earliestReadyDueAt();
-    return earliest !== null && earliest <= now;
-  }
-
+  /** `earliest`: the earliest ready row's visible time, when the caller has just read it. */
   private waitForMessages(
     max: number,
     visibilityMs: number,
     deadlineMs: number,
     signal: AbortSignal | undefined,
+    earliest: number | null = this.store.earliestReadyDueAt(),
   ): Promise<LeasedMessage[]> {
     const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal });
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
-    const earliest = this.store.earliestReadyDueAt();
     if (earliest !== null && earliest <= this.now()) this.serveWaiters();
     else this.armTimer(this.now());
     return waiting;
