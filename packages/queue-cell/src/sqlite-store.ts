@@ -39,8 +39,6 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
 /** 100 rows of 8 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
 
-
-
 interface FullRow {
   seq: number;
   id: string;
@@ -106,7 +104,7 @@ function messageBytes(row: NewMessage): number {
  * synchronous=OFF, WalSync flushes the WAL with fdatasync on the thread pool, and `durable()`
  * says when a commit is on disk. SQLite's automatic checkpoints are off (with synchronous=OFF
  * they would not flush the database file before reusing the log); the store checkpoints itself,
- * with synchronous=FULL for the checkpoint, once the log has grown past checkpointWalBytes.
+ * with synchronous=FULL for the checkpoint, once checkpointWalBytes of log await copying.
  */
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
@@ -236,7 +234,6 @@ export class SqliteCellStore implements CellStore {
     }
     return statement;
   }
-
 
   lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
     const picked = this.stmt.leasable.all(nowMs, limit) as FullRow[];
@@ -418,7 +415,7 @@ export class SqliteCellStore implements CellStore {
     }
   }
 
-  /** After a flush: a log past the threshold is copied into the database file and emptied. */
+  /** After a flush: once the log not yet copied passes the threshold, it is copied into the file. */
   private checkpointIfLarge(): void {
     if (!this.db.open || this.db.inTransaction) return;
     try {

@@ -18,16 +18,17 @@ export interface ParseOptions {
   /** Whether a Worker's `main` exists; defaults to the real filesystem. */
   fileExists?: (path: string) => boolean;
   /**
-   * Reads `.dev.vars` / `.env` beside a config (paths as `join(dirname(config path), name)`):
-   * the text, undefined when there is no such file; throw when it cannot be read. Unset: no
-   * files, so texts in memory get no dev vars unless a test hands them over here.
+   * Reads `.dev.vars` / `.env` / `.env.local` beside a config (paths as
+   * `join(dirname(config path), name)`): the text, undefined when there is no such file; throw
+   * when it cannot be read. Unset: no files, so texts in memory get no dev vars unless a test
+   * hands them over here.
    */
   readDevVarsFile?: ReadDevVarsFile;
 }
 
 /**
  * Reads the config files of one deployment (as `wrangler dev -c a -c b`), and the `.dev.vars`
- * (or `.env`) beside each, and validates them whole. Throws a ConfigError listing every problem
+ * (or `.env` files) beside each, and validates them whole. Throws a ConfigError listing every problem
  * in every file, unreadable files included.
  */
 export function loadDeployment(configPaths: string[]): Deployment {
