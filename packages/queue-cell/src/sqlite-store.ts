@@ -10,7 +10,15 @@ import {
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
-import { insertRowsSql, schema, statementSql, type StatementName } from "./sqlite-sql.ts";
+import {
+  insertRowsSql,
+  limitedSql,
+  schema,
+  statementSql,
+  type LeasableFields,
+  type LimitedStatementName,
+  type StatementName,
+} from "./sqlite-sql.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
 
@@ -64,6 +72,9 @@ interface HeadRow {
   bytes: number;
 }
 
+/** A row removeHeld deleted, as its RETURNING clause lists the columns. */
+type RemovedRow = [id: string, leaseGeneration: number, seq: number, state: MessageState, bytes: number];
+
 function toStored(row: FullRow): StoredMessage {
   return {
     seq: row.seq,
@@ -114,6 +125,8 @@ export class SqliteCellStore implements CellStore {
   private readonly onBackgroundError: (error: unknown) => void;
   /** Multi-row INSERT statements by row count, prepared on first use. */
   private readonly insertStatements = new Map<number, Database.Statement>();
+  /** Statements with a written-out LIMIT, by name and limit, prepared on first use. */
+  private readonly limitedStatements = new Map<string, Database.Statement>();
   private counts: StoreTotals;
   /** SQLite's count of changed rows at the last durable(). */
   private changesAtLastDurable = 0;
@@ -148,6 +161,8 @@ export class SqliteCellStore implements CellStore {
     this.stmt = Object.fromEntries(
       Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
     ) as Record<StatementName, Database.Statement>;
+    // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
+    this.stmt.removeHeld.raw(true);
     this.counts = this.readTotals();
     if (this.walSync !== undefined) {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
@@ -226,6 +241,19 @@ export class SqliteCellStore implements CellStore {
     return rows.map((row) => row.id);
   }
 
+  private limited(name: LimitedStatementName, limit: number): Database.Statement {
+    const key = `${name} ${limit}`;
+    let statement = this.limitedStatements.get(key);
+    if (statement === undefined) {
+      // Callers pass a few fixed limits (batch sizes, slice sizes); should one ever pass many,
+      // the map starts over rather than grow.
+      if (this.limitedStatements.size >= 256) this.limitedStatements.clear();
+      statement = this.db.prepare(limitedSql[name](limit));
+      this.limitedStatements.set(key, statement);
+    }
+    return statement;
+  }
+
   private insertStatement(rowCount: number): Database.Statement {
     let statement = this.insertStatements.get(rowCount);
     if (statement === undefined) {
@@ -236,19 +264,36 @@ export class SqliteCellStore implements CellStore {
   }
 
   lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
-    const picked = this.stmt.leasable.all(nowMs, limit) as FullRow[];
+    const found = this.limited("leasable", limit).get(nowMs) as { fields: string; bodies: Buffer | null };
+    const picked = JSON.parse(found.fields) as LeasableFields[];
     if (picked.length === 0) return [];
-    this.stmt.leaseRows.run(expiresAtMs, JSON.stringify(picked.map((row) => row.seq)));
-    // As the UPDATE left each row.
-    const rows = picked.map((row) => {
-      const leased = toStored(row) as LeasedRow;
-      leased.state = MessageState.leased;
-      leased.dueAt = expiresAtMs;
-      leased.deliveries += 1;
-      leased.leaseGeneration += 1;
-      leased.availableAt = row.due_at;
-      return leased;
+    this.stmt.leaseRows.run(expiresAtMs, JSON.stringify(picked.map((row) => row[0])));
+    const bodies = found.bodies ?? Buffer.alloc(0);
+    let offset = 0;
+    // As the UPDATE left each row. Each body is a view of the one blob, not a copy.
+    const rows = picked.map((row): LeasedRow => {
+      const [seq, id, dueAt, deliveries, leaseGeneration, sentAt, enqueuedAt, bytes, contentType, attributes, bodyLength] = row;
+      const body = new Uint8Array(bodies.buffer, bodies.byteOffset + offset, bodyLength);
+      offset += bodyLength;
+      return {
+        seq,
+        id,
+        state: MessageState.leased,
+        dueAt: expiresAtMs,
+        deliveries: deliveries + 1,
+        leaseGeneration: leaseGeneration + 1,
+        sentAt,
+        enqueuedAt,
+        bytes,
+        contentType,
+        attributes,
+        body,
+        availableAt: dueAt,
+      };
     });
+    if (offset !== bodies.byteLength) {
+      throw new CellError("ERR_STORAGE", `the queue's storage failed: leased bodies came to ${bodies.byteLength} bytes, not ${offset}`);
+    }
     this.counts.ready -= rows.length;
     this.counts.leased += rows.length;
     return rows.sort((a, b) => a.seq - b.seq);
@@ -258,9 +303,9 @@ export class SqliteCellStore implements CellStore {
     const removed = new Map<string, number>();
     if (refs.length === 0) return removed;
     const json = JSON.stringify(refs.map((ref) => [ref.id, ref.leaseGeneration]));
-    for (const row of this.stmt.removeHeld.all(json) as Array<Omit<HeadRow, "due_at" | "deliveries">>) {
-      this.leaveState(row);
-      removed.set(row.id, row.lease_generation);
+    for (const [id, generation, seq, state, bytes] of this.stmt.removeHeld.all(json) as RemovedRow[]) {
+      this.leaveState({ seq, state, bytes });
+      removed.set(id, generation);
     }
     return removed;
   }
@@ -296,7 +341,7 @@ export class SqliteCellStore implements CellStore {
   }
 
   expiredLeases(nowMs: number, limit: number): MessageHead[] {
-    return (this.stmt.expiredLeases.all(nowMs, limit) as HeadRow[]).map(toHead);
+    return (this.limited("expiredLeases", limit).all(nowMs) as HeadRow[]).map(toHead);
   }
 
   deadInRange(fromMs: number, toMs: number, limit: number): MessageHead[] {

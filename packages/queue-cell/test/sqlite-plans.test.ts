@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
-import { insertRowsSql, schema, statementSql, type StatementName } from "../src/sqlite-sql.ts";
+import { insertRowsSql, limitedSql, schema, statementSql, type StatementName } from "../src/sqlite-sql.ts";
 
 /**
  * How SQLite plans each statement of the store. A statement that stops using its index still
@@ -51,8 +51,24 @@ describe("SQLite query plans", () => {
   });
 
   test("a lease reads due ready rows through the state index and updates them by seq", () => {
-    expect(plan(db, statementSql.leasable)).toEqual([expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\? AND due_at<\?\)/)]);
+    expect(plan(db, limitedSql.leasable(100))).toEqual([
+      expect.stringMatching(/^CO-ROUTINE/),
+      expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\? AND due_at<\?\)$/),
+      expect.stringMatching(/^SCAN \(subquery/),
+    ]);
     expect(plan(db, statementSql.leaseRows)[0]).toMatch(/^SEARCH messages USING INTEGER PRIMARY KEY \(rowid=\?\)/);
+  });
+
+  test("expired leases are read through the state index, oldest first, sorting nothing", () => {
+    expect(plan(db, limitedSql.expiredLeases(100))).toEqual([
+      expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\? AND due_at<\?\)$/),
+    ]);
+  });
+
+  test("a LIMIT written into the SQL must be a positive integer", () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => limitedSql.leasable(bad)).toThrow(/LIMIT must be a positive integer/);
+    }
   });
 
   test("a page of dead or moving rows walks its partial index in seq order, sorting nothing", () => {

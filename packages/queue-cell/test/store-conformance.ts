@@ -51,6 +51,37 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("a lease returns every field and every body byte for byte: NULs, invalid UTF-8, empty", () => {
+      const { store } = fresh();
+      const bodies = [
+        new Uint8Array([0, 0, 0]),
+        new Uint8Array([0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80]),
+        new Uint8Array(0),
+        Uint8Array.from({ length: 70_000 }, (_, i) => (i * 7) % 256),
+        new TextEncoder().encode('"héllo" 🚀'),
+      ];
+      const rows = bodies.map((body, i) =>
+        row(`m${i}`, { body, dueAt: 1_000 + i, sentAt: 500 + i, enqueuedAt: 1_000 + i, contentType: i % 2 ? "bytes" : "v8", attributes: i === 1 ? '{"a":"b"}' : null }),
+      );
+      store.transaction(() => store.insert(rows));
+      const leased = store.transaction(() => store.lease(5_000, 10, 9_000));
+      expect(leased.map((m) => ({ ...m, body: [...m.body] }))).toEqual(
+        rows.map((r, i) => ({
+          ...r,
+          body: [...r.body],
+          seq: expect.any(Number),
+          state: MessageState.leased,
+          dueAt: 9_000,
+          availableAt: r.dueAt,
+          deliveries: 1,
+          leaseGeneration: 1,
+          bytes: r.body.byteLength + (i === 1 ? 9 : 0),
+        })),
+      );
+      expect(store.transaction(() => store.lease(5_000, 10, 9_000))).toEqual([]);
+      store.close();
+    });
+
     test("lease writes what it returns, and removeHeld takes only a row held with that generation", () => {
       const { store, dir } = fresh();
       store.transaction(() => store.insert([row("a"), row("b"), row("c"), row("d")]));
