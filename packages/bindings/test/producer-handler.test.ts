@@ -107,6 +107,10 @@ describe("POST /batch", () => {
     ["no messages array", `{"message":[]}`, 10207, 'JSONRequestBodyInvalid: the batch request must be {"messages":[...]}'],
     ["a message that is not an object", `{"messages":[1]}`, 10207, "JSONRequestBodyInvalid: messages[0] must be an object"],
     ["a body that is not base64", `{"messages":[{"body":"a*b="}]}`, 10207, "JSONRequestBodyInvalid: messages[0].body must be a base64 string"],
+    ["a body in base64url", `{"messages":[{"body":"QQ=="},{"body":"-_-_"}]}`, 10207, "JSONRequestBodyInvalid: messages[1].body must be a base64 string"],
+    ["a body without its padding", `{"messages":[{"body":"QQ"}]}`, 10207, "JSONRequestBodyInvalid: messages[0].body must be a base64 string"],
+    ["a body with stray bits in its last character", `{"messages":[{"body":"QR=="}]}`, 10207, "JSONRequestBodyInvalid: messages[0].body must be a base64 string"],
+    ["a body that is not a string", `{"messages":[{"body":12}]}`, 10207, "JSONRequestBodyInvalid: messages[0].body must be a base64 string"],
     [
       "an unknown content type",
       `{"messages":[{"body":""},{"body":"","contentType":"yaml"}]}`,
