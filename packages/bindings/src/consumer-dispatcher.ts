@@ -155,11 +155,14 @@ export class ConsumerDispatcher {
     while (batch.length < size && this.running) {
       const remainingMs = windowEndsAt - this.clock.now();
       if (remainingMs <= 0) break;
+      // fill: the rest of the batch in one lease, once it is all there or the window ends, rather
+      // than a lease (and its writes) for every message that arrives meanwhile.
       const more = await this.cell.lease({
         max: size - batch.length,
         visibilityTimeoutSeconds: this.visibilitySeconds,
         waitSeconds: Math.min(limits.leaseWaitSecondsMax, remainingMs / 1000),
         signal: this.abort.signal,
+        fill: true,
       });
       batch = batch.concat(more);
     }

@@ -6,6 +6,8 @@ export interface WaiterSpec {
   visibilityMs: number;
   deadlineMs: number;
   signal: AbortSignal | undefined;
+  /** Served only once `max` messages are due, or at its deadline with whatever is due then. */
+  fill: boolean;
 }
 
 interface Waiter extends WaiterSpec {
@@ -15,6 +17,8 @@ interface Waiter extends WaiterSpec {
   detachSignal: () => void;
   /** Messages leased for this waiter in a group that has not committed yet. */
   claimed: LeasedMessage[] | undefined;
+  /** A fill waiter whose deadline has come: the next serve leases what is due, even nothing. */
+  expired: boolean;
 }
 
 /** What serve() decided inside a transaction; applied once the transaction's fate is known. */
@@ -26,11 +30,19 @@ export interface ServeOutcome {
 /**
  * Long-poll leases waiting for a message. Served first come, first served, inside the write loop;
  * a waiter leaves with messages, or empty at its deadline or when its signal aborts.
+ *
+ * A fill waiter (a consumer collecting a batch) waits for `max` due messages rather than the
+ * first, and is passed over until then: leased one send at a time, a batch of 100 cost 100
+ * leases and their writes. At its deadline it is served with whatever is due.
  */
 export class LeaseWaiters {
   private waiters: Waiter[] = [];
 
-  constructor(private readonly clock: Clock) {}
+  /** `onFillDeadline`: a fill waiter's deadline came; a group must serve it (serve()). */
+  constructor(
+    private readonly clock: Clock,
+    private readonly onFillDeadline: () => void = () => {},
+  ) {}
 
   get size(): number {
     return this.waiters.length;
@@ -45,13 +57,20 @@ export class LeaseWaiters {
         cancelDeadline: () => {},
         detachSignal: () => {},
         claimed: undefined,
+        expired: false,
       };
       const giveUp = (): void => {
         // Once messages are claimed for it, the waiter gets them; its caller must settle them.
         if (waiter.claimed !== undefined || !this.remove(waiter)) return;
         resolve([]);
       };
-      waiter.cancelDeadline = this.clock.schedule(spec.deadlineMs, giveUp);
+      const deadline = (): void => {
+        if (!spec.fill) return giveUp();
+        if (waiter.claimed !== undefined || !this.waiters.includes(waiter)) return;
+        waiter.expired = true;
+        this.onFillDeadline();
+      };
+      waiter.cancelDeadline = this.clock.schedule(spec.deadlineMs, deadline);
       if (spec.signal !== undefined) {
         const signal = spec.signal;
         signal.addEventListener("abort", giveUp, { once: true });
@@ -61,15 +80,28 @@ export class LeaseWaiters {
     });
   }
 
-  /** Inside a transaction: leases for each waiter in turn while messages last. */
-  serve(leaseFor: (spec: WaiterSpec) => LeasedMessage[]): ServeOutcome {
+  /**
+   * Inside a transaction: leases for each waiter in turn while messages last. `canFill` says
+   * whether `max` messages are due; a fill waiter it says no to (before its deadline) is passed
+   * over, and the waiters behind it may take what is there.
+   */
+  serve(leaseFor: (spec: WaiterSpec) => LeasedMessage[], canFill: (max: number) => boolean): ServeOutcome {
     const claimed: Waiter[] = [];
     for (const waiter of this.waiters) {
       // Served by a group whose commit is not yet durable: it leaves with those messages, and
       // leasing more for it here would strand them, leased to nobody.
       if (waiter.claimed !== undefined) continue;
+      if (waiter.fill && !waiter.expired && !canFill(waiter.max)) continue;
       const messages = leaseFor(waiter);
-      if (messages.length === 0) break;
+      if (messages.length === 0) {
+        // Its deadline has come: it leaves now, empty, rather than wait on.
+        if (waiter.expired) {
+          waiter.claimed = messages;
+          claimed.push(waiter);
+          continue;
+        }
+        break;
+      }
       waiter.claimed = messages;
       claimed.push(waiter);
       if (messages.length < waiter.max) break;

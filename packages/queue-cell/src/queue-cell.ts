@@ -55,6 +55,11 @@ export interface LeaseOptions {
   waitSeconds?: number;
   /** Ends a wait early (the client went away); the lease then answers empty. */
   signal?: AbortSignal;
+  /**
+   * With a wait: lease only once `max` messages are due, or when the wait ends, whatever is due
+   * then (possibly nothing). How a consumer fills a batch without a lease for every send.
+   */
+  fill?: boolean;
 }
 
 export interface LeasedMessage {
@@ -199,7 +204,7 @@ export class QueueCell {
       endOfGroup: (nowMs) => this.serveInGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
-    this.waiters = new LeaseWaiters(this.clock);
+    this.waiters = new LeaseWaiters(this.clock, () => this.serveWaiters());
     this.store.transaction(() => {
       this.store.setMeta("config", JSON.stringify(this.config));
       this.store.setMeta("name", this.name);
@@ -283,6 +288,12 @@ export class QueueCell {
     // The wait runs from the call, not from when the first attempt's group committed.
     const deadlineMs = this.now() + Math.round(waitSeconds * msPerSecond);
     const waits = waitSeconds > 0 && options.signal?.aborted !== true;
+    if (waits && options.fill === true) {
+      // Straight to waiting. A group serves it at once if it can be filled already; otherwise the
+      // groups that make messages ready do, and the timer wakes it for delayed ones.
+      const now = this.now();
+      return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, true, this.store.hasDue(now, max) ? now : null);
+    }
     // A long poll with nothing to take goes straight to waiting: an attempt would cost a group and
     // its commit for nothing, and whatever group makes a message ready serves the waiters. An idle
     // consumer polls again after every message it is given. (With a lease expiry or the retention
@@ -290,12 +301,12 @@ export class QueueCell {
     if (waits && this.now() < this.maintenanceDueAt) {
       const earliest = this.store.earliestReadyDueAt();
       if (earliest === null || earliest > this.now()) {
-        return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, earliest);
+        return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, false, earliest);
       }
     }
     const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
     if (first.length > 0 || !waits || options.signal?.aborted === true) return first;
-    return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal);
+    return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, false);
   }
 
   /** `earliest`: the earliest ready row's visible time, when the caller has just read it. */
@@ -304,9 +315,10 @@ export class QueueCell {
     visibilityMs: number,
     deadlineMs: number,
     signal: AbortSignal | undefined,
+    fill: boolean,
     earliest: number | null = this.store.earliestReadyDueAt(),
   ): Promise<LeasedMessage[]> {
-    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal });
+    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal, fill });
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
     if (earliest !== null && earliest <= this.now()) this.serveWaiters();
@@ -642,7 +654,10 @@ export class QueueCell {
     if (!this.readyChanged) return undefined;
     this.readyChanged = false;
     if (this.waiters.size === 0) return undefined;
-    return this.waiters.serve((w) => this.leaseNow(nowMs, w.max, w.visibilityMs));
+    return this.waiters.serve(
+      (w) => this.leaseNow(nowMs, w.max, w.visibilityMs),
+      (max) => this.store.hasDue(nowMs, max),
+    );
   }
 
   /** A group that serves the waiters; a failure reaches them through their own promises. */

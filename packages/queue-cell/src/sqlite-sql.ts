@@ -109,6 +109,9 @@ export const limitedSql = {
          bytes, content_type, attributes, length(body))) AS fields,
        CAST(group_concat(body, '') AS BLOB) AS bodies
      FROM (SELECT * FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ${sqlLimit(limit)})`,
+  /** Due ready rows, counted up to `limit`: whether a waiting lease can be filled. */
+  countDue: (limit: number) =>
+    `SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? LIMIT ${sqlLimit(limit)})`,
   expiredLeases: (limit: number) =>
     `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
      ORDER BY due_at LIMIT ${sqlLimit(limit)}`,

@@ -396,6 +396,12 @@ export class SqliteCellStore implements CellStore {
     return this.oldestBacklog === null ? null : this.oldestBacklog.enqueuedAt;
   }
 
+  hasDue(nowMs: number, count: number): boolean {
+    // Fewer ready rows in all, due or delayed: no need to read the index.
+    if (this.counts.ready < count) return false;
+    return (this.limited("countDue", count).get(nowMs) as { n: number }).n >= count;
+  }
+
   earliestReadyDueAt(): number | null {
     const row = this.stmt.earliestReady.get() as { due_at: number } | undefined;
     return row === undefined ? null : row.due_at;

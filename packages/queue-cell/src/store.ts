@@ -127,6 +127,8 @@ export interface CellStore {
   totals(): StoreTotals;
   /** Ready rows whose visible time is after `nowMs`. */
   countDelayed(nowMs: number): number;
+  /** Whether at least `count` ready rows are due at `nowMs` (reads no more than `count` of them). */
+  hasDue(nowMs: number, count: number): boolean;
   /** Entry time of the oldest ready or leased row. */
   oldestBacklogEnqueuedAt(): number | null;
   /** Visible time of the earliest ready row, due or not. */

@@ -385,3 +385,80 @@ describe("opening and configuring", () => {
     return cell.close();
   });
 });
+
+describe("a lease that fills (how a consumer collects a batch)", () => {
+  test("waits for max due messages and takes them in one lease, not one per send", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "f", store: observed.wrap(), clock: h.clock });
+    let answer: string[] | undefined;
+    const filling = cell.lease({ max: 3, waitSeconds: 10, fill: true }).then((m) => (answer = bodies(m)));
+    await settle();
+    await cell.send([text("a")]);
+    await cell.send([text("b")]);
+    await settle();
+    expect(answer).toBeUndefined();
+    // Nothing was leased early: another consumer may still take what is there.
+    expect(await cell.counts()).toMatchObject({ ready: 2, leased: 0 });
+    await cell.send([text("c"), text("d")]);
+    await filling;
+    expect(answer).toEqual(["a", "b", "c"]);
+    expect(await cell.counts()).toMatchObject({ ready: 1, leased: 3 });
+    await cell.close();
+  });
+
+  test("with max due already, is served at once", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a"), text("b")]);
+    expect(bodies(await h.cell.lease({ max: 2, waitSeconds: 10, fill: true }))).toEqual(["a", "b"]);
+    await h.cell.close();
+  });
+
+  test("at the end of its wait takes whatever is due, or answers empty", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a"), text("later", { delaySeconds: 60 })]);
+    let answer: string[] | undefined;
+    const some = h.cell.lease({ max: 5, waitSeconds: 2, fill: true }).then((m) => (answer = bodies(m)));
+    await settle();
+    h.clock.advance(1_999);
+    await settle();
+    expect(answer).toBeUndefined();
+    h.clock.advance(1);
+    await some;
+    expect(answer).toEqual(["a"]);
+    const none = h.cell.lease({ max: 5, waitSeconds: 2, fill: true });
+    await settle();
+    h.clock.advance(2_000);
+    expect(await none).toEqual([]);
+    await h.cell.close();
+  });
+
+  test("counts a delayed message once it is visible, and a plain lease behind it is not held up", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a"), text("soon", { delaySeconds: 5 })]);
+    const filling = h.cell.lease({ max: 2, waitSeconds: 20, fill: true });
+    await settle();
+    h.clock.advance(5_000);
+    expect(bodies(await filling)).toEqual(["a", "soon"]);
+    const waiting = h.cell.lease({ max: 3, waitSeconds: 20, fill: true });
+    const plain = h.cell.lease({ max: 1, waitSeconds: 20 });
+    await settle();
+    await h.cell.send([text("x")]);
+    expect(bodies(await plain)).toEqual(["x"]);
+    await h.cell.send([text("y"), text("z"), text("w")]);
+    expect(bodies(await waiting)).toEqual(["y", "z", "w"]);
+    await h.cell.close();
+  });
+
+  test("an aborted fill answers empty and leases nothing", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("a")]);
+    const controller = new AbortController();
+    const filling = h.cell.lease({ max: 5, waitSeconds: 20, fill: true, signal: controller.signal });
+    await settle();
+    controller.abort();
+    expect(await filling).toEqual([]);
+    expect(await h.cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+    await h.cell.close();
+  });
+});

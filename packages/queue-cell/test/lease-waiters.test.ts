@@ -19,8 +19,8 @@ const message = (id: string): LeasedMessage => ({
 describe("LeaseWaiters", () => {
   it("does not serve a waiter again while the group that served it is not yet committed", async () => {
     const waiters = new LeaseWaiters(new ManualClock());
-    const first = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined });
-    const second = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined });
+    const first = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
+    const second = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
     let next = 0;
     const leased: string[] = [];
     const leaseFor = (spec: { max: number }): LeasedMessage[] => {
@@ -30,8 +30,8 @@ describe("LeaseWaiters", () => {
     };
     // Two serves in one group (a lease's own check and a commit's both asked for one): the
     // second must go to the next waiter, not lease more for the first.
-    const a = waiters.serve(leaseFor);
-    const b = waiters.serve(leaseFor);
+    const a = waiters.serve(leaseFor, () => true);
+    const b = waiters.serve(leaseFor, () => true);
     a.committed();
     b.committed();
     expect((await first).map((m) => m.id)).toEqual(["m0", "m1"]);
@@ -42,13 +42,66 @@ describe("LeaseWaiters", () => {
 
   it("closeAll leaves a waiter that a pending group serves to that group", async () => {
     const waiters = new LeaseWaiters(new ManualClock());
-    const served = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined });
-    const idle = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined });
+    const served = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
+    const idle = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
     let calls = 0;
-    const outcome = waiters.serve(() => (calls++ === 0 ? [message("m0")] : []));
+    const outcome = waiters.serve(() => (calls++ === 0 ? [message("m0")] : []), () => true);
     waiters.closeAll();
     expect(await idle).toEqual([]);
     outcome.committed();
     expect((await served).map((m) => m.id)).toEqual(["m0"]);
+  });
+
+  describe("a fill waiter", () => {
+    const spec = { max: 3, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined };
+    const leaseUpTo = (available: string[]) => (w: { max: number }) => available.splice(0, w.max).map(message);
+
+    it("is passed over until its max can be filled, and the waiters behind it are served meanwhile", async () => {
+      const clock = new ManualClock();
+      const waiters = new LeaseWaiters(clock);
+      const filling = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, fill: true });
+      const plain = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, max: 1, fill: false });
+      const available = ["a", "b"];
+      waiters.serve(leaseUpTo(available), (max) => available.length >= max).committed();
+      expect((await plain).map((m) => m.id)).toEqual(["a"]);
+      expect(waiters.size).toBe(1);
+      available.push("c", "d");
+      waiters.serve(leaseUpTo(available), (max) => available.length >= max).committed();
+      expect((await filling).map((m) => m.id)).toEqual(["b", "c", "d"]);
+      expect(waiters.size).toBe(0);
+    });
+
+    it("at its deadline asks for a group, which serves it what is due, or nothing", async () => {
+      const clock = new ManualClock();
+      let asked = 0;
+      const waiters = new LeaseWaiters(clock, () => asked++);
+      const some = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, fill: true });
+      const none = waiters.add({ ...spec, deadlineMs: clock.now() + 20_000, fill: true });
+      const available = ["a"];
+      const cannotFill = (): boolean => false;
+      clock.advance(9_999);
+      expect(asked).toBe(0);
+      clock.advance(1);
+      expect(asked).toBe(1);
+      waiters.serve(leaseUpTo(available), cannotFill).committed();
+      expect((await some).map((m) => m.id)).toEqual(["a"]);
+      clock.advance(10_000);
+      expect(asked).toBe(2);
+      waiters.serve(leaseUpTo(available), cannotFill).committed();
+      expect(await none).toEqual([]);
+      expect(waiters.size).toBe(0);
+    });
+
+    it("leaves empty at once when its signal aborts, without a group", async () => {
+      let asked = 0;
+      const clock = new ManualClock();
+      const waiters = new LeaseWaiters(clock, () => asked++);
+      const controller = new AbortController();
+      const aborted = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, signal: controller.signal, fill: true });
+      controller.abort();
+      expect(await aborted).toEqual([]);
+      expect(asked).toBe(0);
+      expect(waiters.size).toBe(0);
+    });
   });
 });
