@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
-import { afterEach } from "vitest";
+import { onTestFinished } from "vitest";
 import { CellRegistry, ManualClock } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiScope, type ApiServer, type ApiServerOptions } from "../src/api/index.ts";
 
@@ -36,7 +36,8 @@ export async function apiHarness(options: Partial<ApiServerOptions> = {}) {
   const registry = new CellRegistry({ dataDir, clock, durability: "off" });
   const keys = ApiKeyStore.open(dataDir, { clock });
   const server: ApiServer = await startApiServer({ registry, keys, dataDir, clock, port: 0, ...options });
-  afterEach(async () => {
+  // onTestFinished: an afterEach registered while a test runs never runs.
+  onTestFinished(async () => {
     await server.close();
     await registry.closeAll();
     keys.close();
