@@ -6,9 +6,19 @@
  * router in Node. Measured on a 2-core machine, that hop costs about 300 µs of workerd CPU per
  * send. Here each producer binding is a workerd `external` service pointing at this server, and
  * workerd itself adds the header that says which binding a request comes from.
+ *
+ * It listens on a Unix socket in a directory of its own (mode 0700), so only this user's processes
+ * can connect. On a loopback port any local process could, and a guessed route header (they are
+ * short) would let it put messages on a queue. Measured against loopback TCP on a 2-core machine,
+ * the socket also costs a little less CPU per send (medians about 10% lower in Node and in
+ * workerd, within the machine's noise). Where there are no Unix sockets (Windows), or the path
+ * would be too long for one, it listens on 127.0.0.1.
  */
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export type NodeServiceHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
 
@@ -27,16 +37,27 @@ export interface ExternalServiceDesignator {
 // timeout would close them under it and cost a reconnect (or a reset) on the next send.
 const keepAliveMs = 10 * 60 * 1000;
 
+/** Where the server listens: a Unix socket's path, or a loopback host and port. */
+export type ProducerServerListen = { socketPath: string } | { host: string; port: number };
+
+// sockaddr_un holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
+const socketPathMax = 100;
+
 export class ProducerServer {
   private constructor(
     private readonly server: Server,
     private readonly routes: Map<string, NodeServiceHandler>,
-    /** `host:port`, as workerd's external service takes it. */
+    /** As workerd's external service takes it: `unix:/path` or `host:port`. */
     readonly address: string,
+    readonly listening: ProducerServerListen,
+    private readonly socketDir: string | undefined,
   ) {}
 
-  /** Listens on a free port of `host` (loopback: only this machine's workerd should call it). */
-  static async start(host = "127.0.0.1"): Promise<ProducerServer> {
+  /**
+   * Listens on a Unix socket in a new private directory, or with `transport: "tcp"` (or no Unix
+   * sockets here) on a free loopback port: only this machine's workerd should call it.
+   */
+  static async start(options: { transport?: "unix" | "tcp" } = {}): Promise<ProducerServer> {
     const routes = new Map<string, NodeServiceHandler>();
     const server = createServer({ keepAliveTimeout: keepAliveMs, requestTimeout: 0 }, (req, res) => {
       const route = req.headers[producerRouteHeader];
@@ -54,15 +75,27 @@ export class ProducerServer {
       });
     });
     server.headersTimeout = 0;
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(0, host, () => {
-        server.off("error", reject);
-        resolve();
+    const socketDir = (options.transport ?? "unix") === "unix" ? privateSocketDir() : undefined;
+    const socketPath = socketDir === undefined ? undefined : join(socketDir, "producers.sock");
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        const listening = (): void => {
+          server.off("error", reject);
+          resolve();
+        };
+        if (socketPath !== undefined) server.listen(socketPath, listening);
+        else server.listen(0, "127.0.0.1", listening);
       });
-    });
+    } catch (error) {
+      if (socketDir !== undefined) rmSync(socketDir, { recursive: true, force: true });
+      throw error;
+    }
+    if (socketPath !== undefined) {
+      return new ProducerServer(server, routes, `unix:${socketPath}`, { socketPath }, socketDir);
+    }
     const { address, port } = server.address() as AddressInfo;
-    return new ProducerServer(server, routes, `${address}:${port}`);
+    return new ProducerServer(server, routes, `${address}:${port}`, { host: address, port }, undefined);
   }
 
   /**
@@ -83,5 +116,15 @@ export class ProducerServer {
   async close(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.socketDir !== undefined) rmSync(this.socketDir, { recursive: true, force: true });
   }
+}
+
+/** A new directory only this user can enter, for the socket; undefined where none will do. */
+function privateSocketDir(): string | undefined {
+  if (process.platform === "win32") return undefined;
+  const dir = mkdtempSync(join(tmpdir(), "celld-"));
+  if (join(dir, "producers.sock").length <= socketPathMax) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  return undefined;
 }

@@ -4,7 +4,7 @@
  * consumes with queue(); the API leases what the Worker sent and sends what the Worker consumes.
  */
 import { Miniflare } from "miniflare";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { ConsumerDispatcher, nodeProducerHandler, toConsumerMessage } from "@celld/bindings";
 import { defaultWorkerEnv, workerMessageEventType } from "../src/api/index.ts";
 import { queueProducerWorkerOptions } from "../src/miniflare-queue-wiring.ts";
@@ -57,7 +57,7 @@ async function setup() {
     workers: [{ name: "app", modules: true, compatibilityDate: "2026-04-26", script, ...wiring }],
   });
   const dispatchers: ConsumerDispatcher[] = [];
-  afterEach(async () => {
+  onTestFinished(async () => {
     for (const d of dispatchers) await d.stop();
     await mf.dispose();
     await server.close();

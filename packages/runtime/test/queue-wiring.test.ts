@@ -3,9 +3,10 @@
  * have, and a Worker's send() really arrives in a cell through a real workerd. A Miniflare upgrade
  * that breaks the wiring fails here.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Miniflare, PLUGINS } from "miniflare";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { CellRegistry } from "@celld/queue-cell";
@@ -89,16 +90,51 @@ describe("the patched queues plugin", () => {
   test("the producer server answers a request with no known route 404, naming it", async () => {
     const server = await ProducerServer.start();
     try {
-      const unknown = await fetch(`http://${server.address}/message`, { method: "POST", headers: { [producerRouteHeader]: "9:X" } });
+      const unknown = await postTo(server, "/message", { [producerRouteHeader]: "9:X" });
       expect(unknown.status).toBe(404);
-      expect(await unknown.text()).toContain('"9:X"');
-      const none = await fetch(`http://${server.address}/message`, { method: "POST" });
-      expect(none.status).toBe(404);
+      expect(unknown.text).toContain('"9:X"');
+      expect((await postTo(server, "/message", {})).status).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("the producer server listens on a Unix socket only this user can reach, removed on close", async () => {
+    const server = await ProducerServer.start();
+    const { socketPath } = server.listening as { socketPath: string };
+    expect(server.address).toBe(`unix:${socketPath}`);
+    expect(statSync(dirname(socketPath)).mode & 0o777).toBe(0o700);
+    expect(statSync(socketPath).isSocket()).toBe(true);
+    await server.close();
+    expect(existsSync(dirname(socketPath))).toBe(false);
+  });
+
+  test("the producer server can listen on loopback TCP instead", async () => {
+    const server = await ProducerServer.start({ transport: "tcp" });
+    try {
+      expect(server.listening).toMatchObject({ host: "127.0.0.1" });
+      expect(server.address).toMatch(/^127\.0\.0\.1:\d+$/);
+      expect((await postTo(server, "/message", {})).status).toBe(404);
     } finally {
       await server.close();
     }
   });
 });
+
+/** One POST to the producer server, wherever it listens. */
+function postTo(server: ProducerServer, path: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  const where = server.listening;
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ ...where, path, method: "POST", headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (text += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
 
 describe("a Worker's send() through real workerd", () => {
   let dir: string;
