@@ -87,24 +87,25 @@ export class LeaseWaiters {
    */
   serve(leaseFor: (spec: WaiterSpec) => LeasedMessage[], canFill: (max: number) => boolean): ServeOutcome {
     const claimed: Waiter[] = [];
+    const claim = (waiter: Waiter, messages: LeasedMessage[]): void => {
+      waiter.claimed = messages;
+      claimed.push(waiter);
+    };
+    // Once a lease comes back short, nothing more is due: the waiters after it get nothing,
+    // except that a fill waiter whose deadline has come leaves now, empty, rather than wait on.
+    let exhausted = false;
     for (const waiter of this.waiters) {
       // Served by a group whose commit is not yet durable: it leaves with those messages, and
       // leasing more for it here would strand them, leased to nobody.
       if (waiter.claimed !== undefined) continue;
+      if (exhausted) {
+        if (waiter.expired) claim(waiter, []);
+        continue;
+      }
       if (waiter.fill && !waiter.expired && !canFill(waiter.max)) continue;
       const messages = leaseFor(waiter);
-      if (messages.length === 0) {
-        // Its deadline has come: it leaves now, empty, rather than wait on.
-        if (waiter.expired) {
-          waiter.claimed = messages;
-          claimed.push(waiter);
-          continue;
-        }
-        break;
-      }
-      waiter.claimed = messages;
-      claimed.push(waiter);
-      if (messages.length < waiter.max) break;
+      if (messages.length > 0 || waiter.expired) claim(waiter, messages);
+      if (messages.length < waiter.max) exhausted = true;
     }
     return {
       committed: () => {

@@ -245,9 +245,10 @@ export class SqliteCellStore implements CellStore {
     const key = `${name} ${limit}`;
     let statement = this.limitedStatements.get(key);
     if (statement === undefined) {
-      // Callers pass a few fixed limits (batch sizes, slice sizes); should one ever pass many,
-      // the map starts over rather than grow.
-      if (this.limitedStatements.size >= 256) this.limitedStatements.clear();
+      // Most callers pass a few fixed limits (batch sizes, slice sizes), but a consumer filling a
+      // batch asks for what is left of it, anything from 1 to 99: past a few dozen statements the
+      // map starts over rather than hold them all (preparing again costs some 20 µs, once).
+      if (this.limitedStatements.size >= 32) this.limitedStatements.clear();
       statement = this.db.prepare(limitedSql[name](limit));
       this.limitedStatements.set(key, statement);
     }

@@ -92,6 +92,20 @@ describe("LeaseWaiters", () => {
       expect(waiters.size).toBe(0);
     });
 
+    it("at its deadline leaves even behind a plain waiter that finds nothing", async () => {
+      const clock = new ManualClock();
+      const waiters = new LeaseWaiters(clock, () => {});
+      const plain = waiters.add({ ...spec, deadlineMs: clock.now() + 20_000, fill: false });
+      const filling = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, fill: true });
+      clock.advance(10_000);
+      const none: string[] = [];
+      waiters.serve(leaseUpTo(none), () => false).committed();
+      expect(await filling).toEqual([]);
+      expect(waiters.size).toBe(1);
+      clock.advance(10_000);
+      expect(await plain).toEqual([]);
+    });
+
     it("leaves empty at once when its signal aborts, without a group", async () => {
       let asked = 0;
       const clock = new ManualClock();
