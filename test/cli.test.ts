@@ -11,10 +11,12 @@ interface Run {
   output: () => string;
   exited: Promise<number | null>;
   kill: (signal: NodeJS.Signals) => void;
+  killGroup: (signal: NodeJS.Signals) => void;
 }
 
-function run(args: string[], cwd: string): Run {
-  const proc = spawn(process.execPath, [celld, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+function run(args: string[], cwd: string, options: { detached?: boolean } = {}): Run {
+  // detached: its own process group, so that a test can kill celld and its workerd at once.
+  const proc = spawn(process.execPath, [celld, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], detached: options.detached ?? false });
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
@@ -22,6 +24,7 @@ function run(args: string[], cwd: string): Run {
     output: () => output,
     exited: new Promise((resolve) => proc.on("exit", (code) => resolve(code))),
     kill: (signal) => proc.kill(signal),
+    killGroup: (signal) => process.kill(-proc.pid!, signal),
   };
 }
 
@@ -87,6 +90,42 @@ queues.producers = [{ binding = "JOBS", queue = "jobs" }]
   const metrics = (await (await fetch(url2!)).json()) as { backlogCount: number };
   expect(metrics.backlogCount).toBe(1);
   second.kill("SIGTERM");
+  expect(await second.exited).toBe(0);
+});
+
+test("after kill -9 mid-batch, the next start redelivers the batch at once, counting the attempt", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
+`,
+    "worker.js": `export default {
+  async fetch(req, env) { await env.JOBS.send({ job: 1 }); return new Response("queued"); },
+  async queue(batch) {
+    const m = batch.messages[0];
+    console.log("handling attempt " + m.attempts);
+    // The first delivery never finishes: the host dies under it.
+    if (m.attempts === 1) await new Promise(() => {});
+  },
+};`,
+  });
+  const first = run(["dev", "--port", "0"], p.dir, { detached: true });
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
+  await waitFor(first, /handling attempt 1/);
+  first.killGroup("SIGKILL");
+  await first.exited;
+
+  // Without ending the dead host's leases, the message would wait out its lease: 15 minutes and more.
+  const second = run(["dev", "--port", "0"], p.dir);
+  await waitFor(second, /1 message\(s\) in batches of a host that stopped without settling them are back in the queue/);
+  await waitFor(second, /handling attempt 2/, 15_000);
+  second.kill("SIGINT");
   expect(await second.exited).toBe(0);
 });
 

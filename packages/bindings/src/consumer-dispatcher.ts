@@ -47,6 +47,11 @@ export interface ConsumerDispatcherOptions {
   log?: DispatcherLog;
   /** Told after each batch is settled (tests and metrics). */
   onBatch?: (report: BatchReport) => void;
+  /**
+   * Recorded on every lease this dispatcher takes (LeaseOptions.owner), so that after a crash the
+   * next start can end them at once (QueueCell.expireLeasesOf). 0 records nobody.
+   */
+  leaseOwner?: number;
 }
 
 // A lease outlives the batch window and the wall time, so only a crashed host lets it run out;
@@ -66,6 +71,7 @@ export class ConsumerDispatcher {
   private readonly clock: Clock;
   private readonly log: DispatcherLog;
   private readonly onBatch: ((report: BatchReport) => void) | undefined;
+  private readonly leaseOwner: number;
   private readonly visibilitySeconds: number;
   private running = false;
   private abort = new AbortController();
@@ -83,6 +89,7 @@ export class ConsumerDispatcher {
     this.clock = options.clock ?? systemClock;
     this.log = options.log ?? consoleLog;
     this.onBatch = options.onBatch;
+    this.leaseOwner = options.leaseOwner ?? 0;
     this.visibilitySeconds = Math.min(
       limits.visibilityTimeoutSecondsMax,
       Math.ceil(this.settings.maxBatchTimeoutSeconds + this.settings.wallTimeSeconds + leaseSlackSeconds),
@@ -148,6 +155,7 @@ export class ConsumerDispatcher {
       visibilityTimeoutSeconds: this.visibilitySeconds,
       waitSeconds: limits.leaseWaitSecondsMax,
       signal: this.abort.signal,
+      owner: this.leaseOwner,
     });
     if (batch.length === 0) return batch;
     const windowEndsAt =
@@ -163,6 +171,7 @@ export class ConsumerDispatcher {
         waitSeconds: Math.min(limits.leaseWaitSecondsMax, remainingMs / 1000),
         signal: this.abort.signal,
         fill: true,
+        owner: this.leaseOwner,
       });
       batch = batch.concat(more);
     }

@@ -8,6 +8,8 @@ export interface WaiterSpec {
   signal: AbortSignal | undefined;
   /** Served only once `max` messages are due, or at its deadline with whatever is due then. */
   fill: boolean;
+  /** Recorded on the leased rows (LeaseOptions.owner). */
+  owner: number;
 }
 
 interface Waiter extends WaiterSpec {

@@ -2,7 +2,7 @@ import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { CellError, checkRange } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
-import { LeaseWaiters, type ServeOutcome } from "./lease-waiters.ts";
+import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
@@ -60,6 +60,11 @@ export interface LeaseOptions {
    * then (possibly nothing). How a consumer fills a batch without a lease for every send.
    */
   fill?: boolean;
+  /**
+   * Who holds the lease, for expireLeasesOf: a host's own consumer names itself, so that its next
+   * start can end what a crash left leased. 0 (the default) is nobody in particular.
+   */
+  owner?: number;
 }
 
 export interface LeasedMessage {
@@ -284,15 +289,17 @@ export class QueueCell {
     const waitSeconds = checkRange("waitSeconds", options.waitSeconds ?? 0, 0, limits.leaseWaitSecondsMax, {
       unit: "seconds",
     });
+    const owner = checkRange("owner", options.owner ?? 0, 0, Number.MAX_SAFE_INTEGER, { integer: true });
     const visibilityMs = Math.round(visibilitySeconds * msPerSecond);
     // The wait runs from the call, not from when the first attempt's group committed.
     const deadlineMs = this.now() + Math.round(waitSeconds * msPerSecond);
     const waits = waitSeconds > 0 && options.signal?.aborted !== true;
+    const spec: WaiterSpec = { max, visibilityMs, deadlineMs, signal: options.signal, fill: false, owner };
     if (waits && options.fill === true) {
       // Straight to waiting. A group serves it at once if it can be filled already; otherwise the
       // groups that make messages ready do, and the timer wakes it for delayed ones.
       const now = this.now();
-      return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, true, this.store.hasDue(now, max) ? now : null);
+      return this.waitForMessages({ ...spec, fill: true }, this.store.hasDue(now, max) ? now : null);
     }
     // A long poll with nothing to take goes straight to waiting: an attempt would cost a group and
     // its commit for nothing, and whatever group makes a message ready serves the waiters. An idle
@@ -300,30 +307,42 @@ export class QueueCell {
     // sweep possibly due, the attempt is made: its group applies them first.)
     if (waits && this.now() < this.maintenanceDueAt) {
       const earliest = this.store.earliestReadyDueAt();
-      if (earliest === null || earliest > this.now()) {
-        return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, false, earliest);
-      }
+      if (earliest === null || earliest > this.now()) return this.waitForMessages(spec, earliest);
     }
-    const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, max, visibilityMs));
+    const first = await this.loop.submit((nowMs) => this.leaseNow(nowMs, spec));
     if (first.length > 0 || !waits || options.signal?.aborted === true) return first;
-    return this.waitForMessages(max, visibilityMs, deadlineMs, options.signal, false);
+    return this.waitForMessages(spec);
   }
 
   /** `earliest`: the earliest ready row's visible time, when the caller has just read it. */
-  private waitForMessages(
-    max: number,
-    visibilityMs: number,
-    deadlineMs: number,
-    signal: AbortSignal | undefined,
-    fill: boolean,
-    earliest: number | null = this.store.earliestReadyDueAt(),
-  ): Promise<LeasedMessage[]> {
-    const waiting = this.waiters.add({ max, visibilityMs, deadlineMs, signal, fill });
+  private waitForMessages(spec: WaiterSpec, earliest: number | null = this.store.earliestReadyDueAt()): Promise<LeasedMessage[]> {
+    const waiting = this.waiters.add(spec);
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.
     if (earliest !== null && earliest <= this.now()) this.serveWaiters();
     else this.armTimer(this.now());
     return waiting;
+  }
+
+  /**
+   * Ends now every lease that names `owner`, as if it had run out: each counts as a failed
+   * delivery (dead-lettered after the last allowed one), and the message is ready at once. A host
+   * calls this at start for its own consumer's owner: leases left by a host that died are known to
+   * be dead, and their messages need not wait out the lease (15 minutes and more). Returns how
+   * many leases it ended.
+   */
+  async expireLeasesOf(owner: number): Promise<number> {
+    this.assertOpen();
+    checkRange("owner", owner, 1, Number.MAX_SAFE_INTEGER, { integer: true });
+    return this.loop.submit((nowMs) => {
+      let ended = 0;
+      for (;;) {
+        const heads = this.store.leasedBy(owner, expirySliceRows);
+        for (const head of heads) this.failDelivery(head, nowMs, nowMs);
+        ended += heads.length;
+        if (heads.length < expirySliceRows) return ended;
+      }
+    });
   }
 
   async ack(refs: readonly LeaseRef[]): Promise<SettleResult> {
@@ -576,9 +595,9 @@ export class QueueCell {
     if (atMs < this.maintenanceDueAt) this.maintenanceDueAt = atMs;
   }
 
-  private leaseNow(nowMs: number, max: number, visibilityMs: number): LeasedMessage[] {
-    const rows = this.store.lease(nowMs, max, nowMs + visibilityMs);
-    if (rows.length > 0) this.maintenanceDueBy(nowMs + visibilityMs);
+  private leaseNow(nowMs: number, spec: Pick<WaiterSpec, "max" | "visibilityMs" | "owner">): LeasedMessage[] {
+    const rows = this.store.lease(nowMs, spec.max, nowMs + spec.visibilityMs, spec.owner);
+    if (rows.length > 0) this.maintenanceDueBy(nowMs + spec.visibilityMs);
     return rows.map((m) => ({
       id: m.id,
       leaseGeneration: m.leaseGeneration,
@@ -655,7 +674,7 @@ export class QueueCell {
     this.readyChanged = false;
     if (this.waiters.size === 0) return undefined;
     return this.waiters.serve(
-      (w) => this.leaseNow(nowMs, w.max, w.visibilityMs),
+      (w) => this.leaseNow(nowMs, w),
       (max) => this.store.hasDue(nowMs, max),
     );
   }

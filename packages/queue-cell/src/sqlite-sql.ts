@@ -12,6 +12,7 @@ CREATE TABLE IF NOT EXISTS messages (
   due_at INTEGER NOT NULL,
   deliveries INTEGER NOT NULL DEFAULT 0,
   lease_generation INTEGER NOT NULL DEFAULT 0,
+  lease_owner INTEGER NOT NULL DEFAULT 0,
   sent_at INTEGER NOT NULL,
   enqueued_at INTEGER NOT NULL,
   bytes INTEGER NOT NULL,
@@ -41,7 +42,7 @@ export const statementSql = {
   markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",
   // One statement for the whole lease: the rows' seqs go in as a JSON array.
   leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
-       deliveries = deliveries + 1, lease_generation = lease_generation + 1
+       deliveries = deliveries + 1, lease_generation = lease_generation + 1, lease_owner = ?
      WHERE seq IN (SELECT value FROM json_each(?))`,
   // Acks in one statement: [[id, generation], ...] as JSON, each looked up by id. CROSS JOIN
   // fixes the order: left to itself, SQLite walks every leased row by the state index.
@@ -91,6 +92,14 @@ export const statementSql = {
 export type StatementName = keyof typeof statementSql;
 
 /**
+ * Columns added after the first release, for a file made before them: each is added at open by
+ * ALTER TABLE when missing (SQLite adds a column with a constant default without rewriting rows).
+ */
+export const addedColumns = [
+  { table: "messages", column: "lease_owner", definition: "lease_owner INTEGER NOT NULL DEFAULT 0" },
+] as const;
+
+/**
  * The SQL of statements whose LIMIT is written out rather than bound, one prepared statement per
  * limit. SQLite 3.53 reads a bound LIMIT while planning and so prepares the statement again at
  * every execution: measured, that tripled the cost of leasing one message (23 µs against 6).
@@ -112,6 +121,9 @@ export const limitedSql = {
   /** Due ready rows, counted up to `limit`: whether a waiting lease can be filled. */
   countDue: (limit: number) =>
     `SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? LIMIT ${sqlLimit(limit)})`,
+  /** Leased rows held by `owner`, through the state index (run once, at a host's start). */
+  leasedBy: (limit: number) =>
+    `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND lease_owner = ? LIMIT ${sqlLimit(limit)}`,
   expiredLeases: (limit: number) =>
     `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
      ORDER BY due_at LIMIT ${sqlLimit(limit)}`,

@@ -11,6 +11,7 @@ import {
   type StoredMessage,
 } from "./store.ts";
 import {
+  addedColumns,
   insertRowsSql,
   limitedSql,
   schema,
@@ -157,6 +158,7 @@ export class SqliteCellStore implements CellStore {
     // interior pages hot without every small cell paying for it.
     this.db.pragma("cache_size = -16384");
     this.db.exec(schema);
+    this.addMissingColumns();
     const db = this.db;
     this.stmt = Object.fromEntries(
       Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
@@ -264,11 +266,11 @@ export class SqliteCellStore implements CellStore {
     return statement;
   }
 
-  lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[] {
+  lease(nowMs: number, limit: number, expiresAtMs: number, owner = 0): LeasedRow[] {
     const found = this.limited("leasable", limit).get(nowMs) as { fields: string; bodies: Buffer | null };
     const picked = JSON.parse(found.fields) as LeasableFields[];
     if (picked.length === 0) return [];
-    this.stmt.leaseRows.run(expiresAtMs, JSON.stringify(picked.map((row) => row[0])));
+    this.stmt.leaseRows.run(expiresAtMs, owner, JSON.stringify(picked.map((row) => row[0])));
     const bodies = found.bodies ?? Buffer.alloc(0);
     let offset = 0;
     // As the UPDATE left each row. Each body is a view of the one blob, not a copy.
@@ -339,6 +341,10 @@ export class SqliteCellStore implements CellStore {
   remove(head: MessageHead): void {
     this.stmt.remove.run(head.seq);
     this.leaveState(head);
+  }
+
+  leasedBy(owner: number, limit: number): MessageHead[] {
+    return (this.limited("leasedBy", limit).all(owner) as HeadRow[]).map(toHead);
   }
 
   expiredLeases(nowMs: number, limit: number): MessageHead[] {
@@ -482,6 +488,14 @@ export class SqliteCellStore implements CellStore {
           cause: error,
         }),
       );
+    }
+  }
+
+  /** A file from before a column was added gets it now (see addedColumns). */
+  private addMissingColumns(): void {
+    for (const { table, column, definition } of addedColumns) {
+      const columns = this.db.prepare(`SELECT name FROM pragma_table_info('${table}')`).pluck().all() as string[];
+      if (!columns.includes(column)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${definition}`);
     }
   }
 

@@ -93,8 +93,13 @@ export interface CellStore {
 
   /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
-  /** Leases up to `limit` due ready rows: state leased, dueAt = expiry, deliveries+1, generation+1. */
-  lease(nowMs: number, limit: number, expiresAtMs: number): LeasedRow[];
+  /**
+   * Leases up to `limit` due ready rows: state leased, dueAt = expiry, deliveries+1, generation+1,
+   * recording `owner` (0: nobody in particular; see QueueCell.expireLeasesOf).
+   */
+  lease(nowMs: number, limit: number, expiresAtMs: number, owner?: number): LeasedRow[];
+  /** Up to `limit` leased rows whose lease names `owner`. */
+  leasedBy(owner: number, limit: number): MessageHead[];
   head(id: string): MessageHead | undefined;
   /** Moves one row to `state` with a new dueAt; `from` is its current state (for the totals). */
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void;

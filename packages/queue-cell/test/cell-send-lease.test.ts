@@ -462,3 +462,44 @@ describe("a lease that fills (how a consumer collects a batch)", () => {
     await h.cell.close();
   });
 });
+
+describe("ending the leases of an owner that died (a host's next start)", () => {
+  test("each counts as a failed delivery and is ready at once; other leases are untouched", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 2 } });
+    await h.cell.send([text("a"), text("b"), text("c")]);
+    const [a] = await h.cell.lease({ max: 1, owner: 1 });
+    const [b] = await h.cell.lease({ max: 1, owner: 1, visibilityTimeoutSeconds: 3_600 });
+    const [c] = await h.cell.lease({ max: 1 });
+    await h.cell.close();
+    const reopened = h.open("q");
+    expect(await reopened.expireLeasesOf(1)).toBe(2);
+    expect(await reopened.counts()).toMatchObject({ ready: 2, leased: 1 });
+    const again = await reopened.lease({ max: 10 });
+    expect(again.map((m) => [m.id, m.deliveries])).toEqual([
+      [a!.id, 2],
+      [b!.id, 2],
+    ]);
+    // The lease that named nobody still holds.
+    expect((await reopened.ack([{ id: c!.id, leaseGeneration: c!.leaseGeneration }])).acked).toBe(1);
+    expect(await reopened.expireLeasesOf(1)).toBe(0);
+    await reopened.close();
+  });
+
+  test("a message on its last allowed delivery is dead-lettered", async () => {
+    const h = cellHarness({ config: { maxDeliveries: 1 } });
+    await h.cell.send([text("last")]);
+    await h.cell.lease({ max: 1, owner: 5 });
+    expect(await h.cell.expireLeasesOf(5)).toBe(1);
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, leased: 0, dead: 1 });
+    await h.cell.close();
+  });
+
+  test("an owner must be a whole number from 1", async () => {
+    const h = cellHarness();
+    for (const bad of [0, -1, 1.5]) {
+      expect(isCellError(await h.cell.expireLeasesOf(bad).catch((e: unknown) => e), "ERR_OUT_OF_RANGE")).toBe(true);
+    }
+    expect(isCellError(await h.cell.lease({ max: 1, owner: -1 }).catch((e: unknown) => e), "ERR_OUT_OF_RANGE")).toBe(true);
+    await h.cell.close();
+  });
+});

@@ -19,8 +19,8 @@ const message = (id: string): LeasedMessage => ({
 describe("LeaseWaiters", () => {
   it("does not serve a waiter again while the group that served it is not yet committed", async () => {
     const waiters = new LeaseWaiters(new ManualClock());
-    const first = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
-    const second = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
+    const first = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false, owner: 0 });
+    const second = waiters.add({ max: 2, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false, owner: 0 });
     let next = 0;
     const leased: string[] = [];
     const leaseFor = (spec: { max: number }): LeasedMessage[] => {
@@ -42,8 +42,8 @@ describe("LeaseWaiters", () => {
 
   it("closeAll leaves a waiter that a pending group serves to that group", async () => {
     const waiters = new LeaseWaiters(new ManualClock());
-    const served = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
-    const idle = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false });
+    const served = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false, owner: 0 });
+    const idle = waiters.add({ max: 1, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, fill: false, owner: 0 });
     let calls = 0;
     const outcome = waiters.serve(() => (calls++ === 0 ? [message("m0")] : []), () => true);
     waiters.closeAll();
@@ -53,7 +53,7 @@ describe("LeaseWaiters", () => {
   });
 
   describe("a fill waiter", () => {
-    const spec = { max: 3, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined };
+    const spec = { max: 3, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, owner: 0 };
     const leaseUpTo = (available: string[]) => (w: { max: number }) => available.splice(0, w.max).map(message);
 
     it("is passed over until its max can be filled, and the waiters behind it are served meanwhile", async () => {

@@ -65,6 +65,10 @@ describe("SQLite query plans", () => {
     ]);
   });
 
+  test("a dead host's leases are found through the state index, not by scanning the table", () => {
+    expect(plan(db, limitedSql.leasedBy(1000))).toEqual([expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\?\)$/)]);
+  });
+
   test("a LIMIT written into the SQL must be a positive integer", () => {
     for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
       expect(() => limitedSql.leasable(bad)).toThrow(/LIMIT must be a positive integer/);

@@ -82,6 +82,22 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("a lease records its owner; leasedBy finds that owner's leased rows and no others", () => {
+      const { store, dir } = fresh();
+      store.transaction(() => store.insert([row("a"), row("b"), row("c"), row("d")]));
+      store.transaction(() => store.lease(1_000, 2, 9_000, 7));
+      store.transaction(() => store.lease(1_000, 1, 9_000));
+      expect(store.leasedBy(7, 10).map((h) => h.id).sort()).toEqual(["a", "b"]);
+      expect(store.leasedBy(7, 1)).toHaveLength(1);
+      expect(store.leasedBy(8, 10)).toEqual([]);
+      // A row that leaves the leased state is no longer anyone's.
+      store.transaction(() => store.unlease(store.head("a")!, 1_000));
+      store.close();
+      const reopened = openStore(dir);
+      expect(reopened.leasedBy(7, 10).map((h) => h.id)).toEqual(["b"]);
+      reopened.close();
+    });
+
     test("lease writes what it returns, and removeHeld takes only a row held with that generation", () => {
       const { store, dir } = fresh();
       store.transaction(() => store.insert([row("a"), row("b"), row("c"), row("d")]));

@@ -70,7 +70,7 @@ export async function dev(args: DevArgs): Promise<number> {
     let stopping = false;
     const stop = (signal: string): void => {
       if (stopping) {
-        log.warn(`${signal} again: exiting at once; leased messages return to their queues when their leases run out`);
+        log.warn(`${signal} again: exiting at once; messages in running batches return to their queues at the next start`);
         process.exit(130);
       }
       stopping = true;

@@ -19,6 +19,9 @@ export interface QueuesPluginOptions {
   onBatch?: (report: BatchReport) => void;
 }
 
+/** What the host's consumers record on their leases (LeaseOptions.owner); the native API's are 0. */
+const hostLeaseOwner = 1;
+
 /**
  * Cloudflare Queues for the host: producer bindings reach cells through workerd's own queue
  * binding, and one dispatcher per consumer turns leases into queue() calls, which the queue
@@ -92,9 +95,19 @@ export class QueuesPlugin implements HostPlugin {
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         const cell = await registry.open(consumer.queue);
+        // The data directory's lock says no other host runs: leases this consumer's owner holds
+        // were taken by a host that died, and their batches will never be settled.
+        const ended = await cell.expireLeasesOf(hostLeaseOwner);
+        if (ended > 0) {
+          log.info(
+            `queue "${consumer.queue}": ${ended} message(s) in batches of a host that stopped without settling them ` +
+              `are back in the queue (the interrupted delivery counts as an attempt)`,
+          );
+        }
         const dispatcher = new ConsumerDispatcher({
           cell,
           clock,
+          leaseOwner: hostLeaseOwner,
           invoke: client.invoker(this.bindings.get(worker.name)!),
           log,
           settings: {
