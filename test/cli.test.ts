@@ -109,8 +109,9 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
   async queue(batch) {
     const m = batch.messages[0];
     console.log("handling attempt " + m.attempts);
-    // The first delivery never finishes: the host dies under it.
-    if (m.attempts === 1) await new Promise(() => {});
+    // The first delivery is still running when the host dies under it. (A timer, not a promise
+    // that never settles: workerd cancels a handler with nothing left to wait for.)
+    if (m.attempts === 1) await new Promise((resolve) => setTimeout(resolve, 600_000));
   },
 };`,
   });
