@@ -14,7 +14,7 @@
  * workerd, within the machine's noise). Where there are no Unix sockets (Windows), or the path
  * would be too long for one, it listens on 127.0.0.1.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -50,14 +50,18 @@ export class ProducerServer {
     /** As workerd's external service takes it: `unix:/path` or `host:port`. */
     readonly address: string,
     readonly listening: ProducerServerListen,
-    private readonly socketDir: string | undefined,
+    /** A directory made for the socket alone, removed on close. */
+    private readonly ownSocketDir: string | undefined,
   ) {}
 
   /**
-   * Listens on a Unix socket in a new private directory, or with `transport: "tcp"` (or no Unix
-   * sockets here) on a free loopback port: only this machine's workerd should call it.
+   * Listens on a Unix socket, or with `transport: "tcp"` (or no Unix sockets here) on a free
+   * loopback port: only this machine's workerd should call it. The socket goes in `socketDir`
+   * (made mode 0700; the host passes `<data>/run`, which its data-directory lock makes its own, so
+   * a socket left there by a crash is removed), or else in a new private directory under the OS
+   * temporary directory.
    */
-  static async start(options: { transport?: "unix" | "tcp" } = {}): Promise<ProducerServer> {
+  static async start(options: { transport?: "unix" | "tcp"; socketDir?: string } = {}): Promise<ProducerServer> {
     const routes = new Map<string, NodeServiceHandler>();
     const server = createServer({ keepAliveTimeout: keepAliveMs, requestTimeout: 0 }, (req, res) => {
       const route = req.headers[producerRouteHeader];
@@ -75,8 +79,11 @@ export class ProducerServer {
       });
     });
     server.headersTimeout = 0;
-    const socketDir = (options.transport ?? "unix") === "unix" ? privateSocketDir() : undefined;
-    const socketPath = socketDir === undefined ? undefined : join(socketDir, "producers.sock");
+    const unix = (options.transport ?? "unix") === "unix" && process.platform !== "win32";
+    const given = unix && options.socketDir !== undefined ? claimSocketDir(options.socketDir) : undefined;
+    const socketDir = given ?? (unix ? privateSocketDir() : undefined);
+    const ownSocketDir = given === undefined ? socketDir : undefined;
+    const socketPath = socketDir === undefined ? undefined : join(socketDir, socketName);
     try {
       await new Promise<void>((resolve, reject) => {
         server.once("error", reject);
@@ -88,11 +95,11 @@ export class ProducerServer {
         else server.listen(0, "127.0.0.1", listening);
       });
     } catch (error) {
-      if (socketDir !== undefined) rmSync(socketDir, { recursive: true, force: true });
+      if (ownSocketDir !== undefined) rmSync(ownSocketDir, { recursive: true, force: true });
       throw error;
     }
     if (socketPath !== undefined) {
-      return new ProducerServer(server, routes, `unix:${socketPath}`, { socketPath }, socketDir);
+      return new ProducerServer(server, routes, `unix:${socketPath}`, { socketPath }, ownSocketDir);
     }
     const { address, port } = server.address() as AddressInfo;
     return new ProducerServer(server, routes, `${address}:${port}`, { host: address, port }, undefined);
@@ -116,15 +123,29 @@ export class ProducerServer {
   async close(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
-    if (this.socketDir !== undefined) rmSync(this.socketDir, { recursive: true, force: true });
+    if (this.ownSocketDir !== undefined) rmSync(this.ownSocketDir, { recursive: true, force: true });
+    else if ("socketPath" in this.listening) rmSync(this.listening.socketPath, { force: true });
   }
+}
+
+const socketName = "producers.sock";
+
+/**
+ * `dir` made (or kept) mode 0700, with any socket a crashed host left in it removed; undefined when
+ * the socket's path would be too long. The caller must own `dir` exclusively.
+ */
+function claimSocketDir(dir: string): string | undefined {
+  if (join(dir, socketName).length > socketPathMax) return undefined;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  rmSync(join(dir, socketName), { force: true });
+  return dir;
 }
 
 /** A new directory only this user can enter, for the socket; undefined where none will do. */
 function privateSocketDir(): string | undefined {
-  if (process.platform === "win32") return undefined;
   const dir = mkdtempSync(join(tmpdir(), "celld-"));
-  if (join(dir, "producers.sock").length <= socketPathMax) return dir;
+  if (join(dir, socketName).length <= socketPathMax) return dir;
   rmSync(dir, { recursive: true, force: true });
   return undefined;
 }

@@ -109,6 +109,27 @@ describe("the patched queues plugin", () => {
     expect(existsSync(dirname(socketPath))).toBe(false);
   });
 
+  test("in a given directory (a host's <data>/run), a socket left by a crash is replaced, and close removes only the socket", async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "celld-wiring-")), "run");
+    try {
+      const crashed = await ProducerServer.start({ socketDir: dir });
+      // What a kill -9 leaves: the socket file, with nobody listening on it.
+      const left = (crashed.listening as { socketPath: string }).socketPath;
+      const again = await ProducerServer.start({ socketDir: dir }).catch((e: unknown) => e);
+      expect(again).toBeInstanceOf(ProducerServer);
+      const server = again as ProducerServer;
+      expect(server.listening).toEqual({ socketPath: left });
+      expect(statSync(dir).mode & 0o777).toBe(0o700);
+      expect((await postTo(server, "/message", {})).status).toBe(404);
+      await server.close();
+      expect(existsSync(left)).toBe(false);
+      expect(existsSync(dir)).toBe(true);
+      await crashed.close().catch(() => undefined);
+    } finally {
+      rmSync(dirname(dir), { recursive: true, force: true });
+    }
+  });
+
   test("the producer server can listen on loopback TCP instead", async () => {
     const server = await ProducerServer.start({ transport: "tcp" });
     try {

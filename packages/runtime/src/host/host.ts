@@ -63,6 +63,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       log,
       wallTimeSeconds: options.consumerWallTimeSeconds,
       onBatch: options.onBatch,
+      dataDir: options.dataDir,
     }),
   ];
   let miniflare: Miniflare | undefined;

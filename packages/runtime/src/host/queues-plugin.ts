@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { ConsumerDispatcher, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
@@ -16,6 +17,8 @@ export interface QueuesPluginOptions {
   log: HostLog;
   /** A consumer invocation's wall-time limit; Cloudflare's 15 minutes unless a test says less. */
   wallTimeSeconds?: number;
+  /** The host's data directory (locked by it): the producer socket goes in its `run/`. */
+  dataDir?: string;
   onBatch?: (report: BatchReport) => void;
 }
 
@@ -45,7 +48,9 @@ export class QueuesPlugin implements HostPlugin {
    */
   async prepare(): Promise<void> {
     const { deployment, registry } = this.options;
-    if (deployment.workers.some((w) => w.producers.length > 0)) this.producerServer ??= await ProducerServer.start();
+    if (deployment.workers.some((w) => w.producers.length > 0)) this.producerServer ??= await ProducerServer.start({
+        socketDir: this.options.dataDir === undefined ? undefined : join(this.options.dataDir, "run"),
+      });
     const consumers = new Map(deployment.workers.flatMap((w) => w.consumers.map((c) => [c.queue, c] as const)));
     for (const queue of deployment.queues) {
       const consumer = consumers.get(queue);
