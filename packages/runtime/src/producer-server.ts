@@ -7,12 +7,12 @@
  * send. Here each producer binding is a workerd `external` service pointing at this server, and
  * workerd itself adds the header that says which binding a request comes from.
  *
- * It listens on a Unix socket in a directory of its own (mode 0700), so only this user's processes
- * can connect. On a loopback port any local process could, and a guessed route header (they are
+ * It listens on a Unix socket in a directory of its own (mode 0700): the host's `<data>/run`, or a
+ * private temp directory when that path is too long for a socket. Only this user's processes can
+ * connect. On a loopback port any local process could, and a guessed route header (they are
  * short) would let it put messages on a queue. Measured against loopback TCP on a 2-core machine,
  * the socket also costs a little less CPU per send (medians about 10% lower in Node and in
- * workerd, within the machine's noise). Where there are no Unix sockets (Windows), or the path
- * would be too long for one, it listens on 127.0.0.1.
+ * workerd, within the machine's noise). Without Unix sockets (Windows) it listens on 127.0.0.1.
  */
 import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -135,7 +135,7 @@ const socketName = "producers.sock";
  * the socket's path would be too long. The caller must own `dir` exclusively.
  */
 function claimSocketDir(dir: string): string | undefined {
-  if (join(dir, socketName).length > socketPathMax) return undefined;
+  if (!fitsSocketPath(dir)) return undefined;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   rmSync(join(dir, socketName), { force: true });
@@ -145,7 +145,12 @@ function claimSocketDir(dir: string): string | undefined {
 /** A new directory only this user can enter, for the socket; undefined where none will do. */
 function privateSocketDir(): string | undefined {
   const dir = mkdtempSync(join(tmpdir(), "celld-"));
-  if (join(dir, socketName).length <= socketPathMax) return dir;
+  if (fitsSocketPath(dir)) return dir;
   rmSync(dir, { recursive: true, force: true });
   return undefined;
+}
+
+/** The limit is in bytes, and a path's characters may take several each. */
+function fitsSocketPath(dir: string): boolean {
+  return Buffer.byteLength(join(dir, socketName)) <= socketPathMax;
 }

@@ -48,9 +48,10 @@ export class QueuesPlugin implements HostPlugin {
    */
   async prepare(): Promise<void> {
     const { deployment, registry } = this.options;
-    if (deployment.workers.some((w) => w.producers.length > 0)) this.producerServer ??= await ProducerServer.start({
-        socketDir: this.options.dataDir === undefined ? undefined : join(this.options.dataDir, "run"),
-      });
+    if (deployment.workers.some((w) => w.producers.length > 0)) {
+      const socketDir = this.options.dataDir === undefined ? undefined : join(this.options.dataDir, "run");
+      this.producerServer ??= await ProducerServer.start({ socketDir });
+    }
     const consumers = new Map(deployment.workers.flatMap((w) => w.consumers.map((c) => [c.queue, c] as const)));
     for (const queue of deployment.queues) {
       const consumer = consumers.get(queue);
