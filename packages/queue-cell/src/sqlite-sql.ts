@@ -101,8 +101,9 @@ export const addedColumns = [
 
 /**
  * The SQL of statements whose LIMIT is written out rather than bound, one prepared statement per
- * limit. SQLite 3.53 reads a bound LIMIT while planning and so prepares the statement again at
- * every execution: measured, that tripled the cost of leasing one message (23 µs against 6).
+ * limit. With a bound LIMIT, SQLite 3.53 runs a statement as if preparing it again each time
+ * (it seems to read the value while planning): measured, that tripled the cost of leasing one
+ * message (23 µs against 6), and `SELECT 1 LIMIT ?` cost 4.7 µs against 1.0 for `LIMIT 1`.
  */
 export const limitedSql = {
   /**
