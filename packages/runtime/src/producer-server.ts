@@ -47,12 +47,15 @@ export class ProducerServer {
   private constructor(
     private readonly server: Server,
     private readonly routes: Map<string, NodeServiceHandler>,
-    /** As workerd's external service takes it: `unix:/path` or `host:port`. */
-    readonly address: string,
     readonly listening: ProducerServerListen,
     /** A directory made for the socket alone, removed on close. */
     private readonly ownSocketDir: string | undefined,
   ) {}
+
+  /** Where it listens, as workerd's external service takes it: `unix:/path` or `host:port`. */
+  get address(): string {
+    return "socketPath" in this.listening ? `unix:${this.listening.socketPath}` : `${this.listening.host}:${this.listening.port}`;
+  }
 
   /**
    * Listens on a Unix socket, or with `transport: "tcp"` (or no Unix sockets here) on a free
@@ -99,10 +102,10 @@ export class ProducerServer {
       throw error;
     }
     if (socketPath !== undefined) {
-      return new ProducerServer(server, routes, `unix:${socketPath}`, { socketPath }, ownSocketDir);
+      return new ProducerServer(server, routes, { socketPath }, ownSocketDir);
     }
     const { address, port } = server.address() as AddressInfo;
-    return new ProducerServer(server, routes, `${address}:${port}`, { host: address, port }, undefined);
+    return new ProducerServer(server, routes, { host: address, port }, undefined);
   }
 
   /**
