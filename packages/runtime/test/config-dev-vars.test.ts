@@ -122,7 +122,11 @@ describe(".dev.vars and .env beside each config", () => {
     const source = config("app", { vars: { GREETING: "from config", LIMIT: 3, NESTED: { a: 1 } } });
     const [worker] = parseDeployment([source], { fileExists: () => true, ...files }).workers;
     expect(worker?.vars).toEqual({ GREETING: "from dev vars", LIMIT: 3, NESTED: { a: 1 }, API_TOKEN: "t0ken" });
-    expect(worker?.devVars).toEqual({ paths: [join(process.cwd(), "app", ".dev.vars")], names: ["GREETING", "API_TOKEN"] });
+    expect(worker?.devVars).toEqual({
+      paths: [join(process.cwd(), "app", ".dev.vars")],
+      names: ["GREETING", "API_TOKEN"],
+      leftOut: [],
+    });
     expect(files.asked).toEqual([join("app", ".dev.vars")]);
   });
 
@@ -261,6 +265,138 @@ describe(".dev.vars and .env beside each config", () => {
   });
 });
 
+describe("${NAME} references in .env files, expanded as wrangler expands them", () => {
+  function envVars(files: Record<string, string>): Record<string, unknown> {
+    const reader = memoryFiles(Object.fromEntries(Object.entries(files).map(([name, text]) => [join("app", name), text])));
+    const [worker] = parseDeployment([config("app")], { fileExists: () => true, ...reader }).workers;
+    return worker!.vars;
+  }
+
+  test("braced and bare references, defaults, escapes, and across .env and .env.local", () => {
+    const env = [
+      "HOST=db.local",
+      "URL=postgres://${HOST}:5432/app",
+      "BARE=$HOST/x",
+      "FALLBACK=${UNSET:-plain}",
+      "ONLY_IF_SET=${HOST:+yes}",
+      String.raw`PRICE=\$5`,
+      "TOO_EARLY=${LATER}",
+      "LATER=set",
+    ].join("\n");
+    expect(envVars({ ".env": env, ".env.local": "LOCAL_URL=${URL}?local=1" })).toEqual({
+      HOST: "db.local",
+      URL: "postgres://db.local:5432/app",
+      BARE: "db.local/x",
+      FALLBACK: "plain",
+      ONLY_IF_SET: "yes",
+      PRICE: "$5",
+      // dotenv-expand, and so wrangler, sees only the names set before a value.
+      TOO_EARLY: "",
+      LATER: "set",
+      LOCAL_URL: "postgres://db.local:5432/app?local=1",
+    });
+  });
+
+  test("the process environment is not read", () => {
+    const name = "CELLD_TEST_EXPANSION_SOURCE";
+    process.env[name] = "from the process";
+    try {
+      expect(envVars({ ".env": `A=\${${name}:-not from the process}` })).toEqual({ A: "not from the process" });
+    } finally {
+      delete process.env[name];
+    }
+  });
+
+  test(".dev.vars is taken as written, as in wrangler", () => {
+    expect(envVars({ ".dev.vars": "HOST=x\nURL=${HOST}/y" })).toEqual({ HOST: "x", URL: "${HOST}/y" });
+  });
+
+  test("an entry named __proto__ is still an ordinary entry", () => {
+    const vars = envVars({ ".env": "__proto__=p\nA=${B:-b}" });
+    expect(Object.hasOwn(vars, "__proto__")).toBe(true);
+    expect({ ...vars }).toEqual(Object.fromEntries([["__proto__", "p"], ["A", "b"]]));
+  });
+
+  test("a reference to a name every object has is refused by line, without the value (wrangler hangs on it)", () => {
+    const reader = memoryFiles({ [join("app", ".env")]: "OK=1\nLOOPS=a${constructor}\nCRASHES=$toString\nESCAPED=\\$constructor" });
+    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, ...reader }));
+    expect(error.issues.map((i) => [i.file, i.message.slice(0, i.message.indexOf(" refers"))])).toEqual([
+      [join("app", ".env"), "line 2: the value of LOOPS"],
+      [join("app", ".env"), "line 3: the value of CRASHES"],
+    ]);
+    expect(error.issues[0]?.message).toMatch(/Rename that variable, or write \\\$ for a literal \$$/);
+    expect(error.message).not.toContain("a${constructor}");
+  });
+});
+
+describe("secrets.required: only the listed names come from the files", () => {
+  const secrets = (required: unknown) => ({ secrets: required === undefined ? {} : { required } });
+
+  test("listed names are taken, the rest left out, and vars stay", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "API_KEY=k\nDEBUG=1\nGREETING=from file\nDB_PASSWORD=p" });
+    const source = config("app", { vars: { GREETING: "from config" }, ...secrets(["API_KEY", "DB_PASSWORD"]) });
+    const deployment = parseDeployment([source], { fileExists: () => true, ...files });
+    expect(deployment.workers[0]?.vars).toEqual({ GREETING: "from config", API_KEY: "k", DB_PASSWORD: "p" });
+    expect(deployment.workers[0]?.devVars).toEqual({
+      paths: [join(process.cwd(), "app", ".dev.vars")],
+      names: ["API_KEY", "DB_PASSWORD"],
+      leftOut: ["DEBUG", "GREETING"],
+    });
+    expect(deployment.warnings).toEqual([]);
+  });
+
+  test("a listed name no file sets is a warning naming it; the deployment still starts", () => {
+    const files = memoryFiles({ [join("app", ".env")]: "API_KEY=k", [join("app", ".env.local")]: "OTHER=1" });
+    const withFiles = parseDeployment([config("app", secrets(["API_KEY", "DB_PASSWORD", "SIGNING_KEY"]))], {
+      fileExists: () => true,
+      ...files,
+    });
+    expect(withFiles.workers[0]?.vars).toEqual({ API_KEY: "k" });
+    expect(withFiles.warnings).toEqual([
+      {
+        file: join("app", "wrangler.json"),
+        path: "secrets.required",
+        message: "DB_PASSWORD, SIGNING_KEY: they are not set in .env or .env.local, so the Worker's env will not have them",
+      },
+    ]);
+    const noFiles = parseDeployment([config("bare", secrets(["API_KEY"]))], { fileExists: () => true, ...memoryFiles({}) });
+    expect(noFiles.warnings.map((w) => w.message)).toEqual([
+      "API_KEY: there is no .dev.vars or .env file beside the config, so the Worker's env will not have it",
+    ]);
+  });
+
+  test("a secrets table without required takes nothing from the files", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "A=1" });
+    const deployment = parseDeployment([config("app", secrets(undefined))], { fileExists: () => true, ...files });
+    expect(deployment.workers[0]?.vars).toEqual({});
+    expect(deployment.workers[0]?.devVars?.leftOut).toEqual(["A"]);
+    expect(deployment.warnings).toEqual([]);
+  });
+
+  test("a left-out entry named like another binding is not refused: it is not loaded", () => {
+    const files = memoryFiles({ [join("app", ".dev.vars")]: "API_KEY=k\nJOBS=not loaded" });
+    const source = config("app", { queues: { producers: [{ binding: "JOBS", queue: "jobs" }] }, ...secrets(["API_KEY"]) });
+    expect(parseDeployment([source], { fileExists: () => true, ...files }).workers[0]?.vars).toEqual({ API_KEY: "k" });
+  });
+
+  test.each([
+    ["a string", { required: "API_KEY" }, "secrets.required", 'must be an array, got "API_KEY"'],
+    ["a number in the list", { required: ["A", 7] }, "secrets.required[1]", "must be a string, got 7"],
+    ["an empty name", { required: [""] }, "secrets.required[0]", "must not be empty"],
+    ["not a table", "API_KEY", "secrets", 'must be an object (TOML table), got "API_KEY"'],
+  ])("secrets as %s is refused, naming the key", (_, value, path, message) => {
+    const error = failure(() => parseDeployment([config("app", { secrets: value })], { fileExists: () => true }));
+    expect(error.issues).toEqual([{ file: join("app", "wrangler.json"), path, message }]);
+  });
+
+  test("an unknown key under secrets is warned about", () => {
+    const deployment = parseDeployment([config("app", { secrets: { required: [], optional: ["X"] } })], { fileExists: () => true });
+    expect(deployment.warnings).toEqual([
+      { file: join("app", "wrangler.json"), path: "secrets.optional", message: "is not a key celld knows; ignored" },
+    ]);
+  });
+});
+
 describe("loadDeployment reads the files on disk", () => {
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -283,7 +419,18 @@ describe("loadDeployment reads the files on disk", () => {
     });
     const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
     expect(worker?.vars).toEqual({ GREETING: "from dev vars", TOKEN: "abc" });
-    expect(worker?.devVars).toEqual({ paths: [join(dir, ".dev.vars")], names: ["GREETING", "TOKEN"] });
+    expect(worker?.devVars).toEqual({ paths: [join(dir, ".dev.vars")], names: ["GREETING", "TOKEN"], leftOut: [] });
+  });
+
+  test("[secrets] required in wrangler.toml picks from .dev.vars", () => {
+    const dir = projectDir({
+      "wrangler.toml": `${toml}[secrets]\nrequired = ["TOKEN"]\n`,
+      "index.js": "export default {};",
+      ".dev.vars": "TOKEN=abc\nGREETING=left out\n",
+    });
+    const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
+    expect(worker?.vars).toEqual({ GREETING: "from toml", TOKEN: "abc" });
+    expect(worker?.devVars?.leftOut).toEqual(["GREETING"]);
   });
 
   test(".env is read when there is no .dev.vars", () => {

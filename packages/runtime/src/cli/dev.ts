@@ -28,7 +28,9 @@ export async function dev(args: DevArgs): Promise<number> {
     if (devVars === undefined) continue;
     const count = `${devVars.names.length} variable${devVars.names.length === 1 ? "" : "s"}`;
     const names = devVars.names.length === 0 ? "" : ` (${devVars.names.join(", ")})`;
-    log.info(`Worker "${name}": loaded ${count} from ${devVars.paths.join(" and ")}${names}`);
+    const leftOut =
+      devVars.leftOut.length === 0 ? "" : `; left out ${devVars.leftOut.join(", ")}, not in secrets.required`;
+    log.info(`Worker "${name}": loaded ${count} from ${devVars.paths.join(" and ")}${names}${leftOut}`);
   }
 
   const host: Host = await startHost({

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
+import { expand } from "dotenv-expand";
 import { parseDotenv } from "./dotenv.ts";
 import type { ConfigIssue } from "./issues.ts";
 
@@ -8,7 +9,8 @@ import type { ConfigIssue } from "./issues.ts";
  * config's directory alone; or, only when there is none, `.env` and then `.env.local`, merged,
  * the later file winning for a name both set. Each entry becomes a string on the Worker's `env`,
  * replacing a `vars` entry of the same name. celld has no `--env`, so the `.dev.vars.<env>` and
- * `.env.<env>` variants are never read.
+ * `.env.<env>` variants are never read. As in wrangler, `${NAME}` references are expanded in the
+ * `.env` files (see expandDotEnv) and never in `.dev.vars`.
  */
 const devVarsFile = ".dev.vars";
 const dotEnvFiles = [".env", ".env.local"] as const;
@@ -28,6 +30,8 @@ export interface DevVars {
   values: Map<string, string>;
   /** The file (as the caller's config path names it) and line each name is last set on. */
   lines: Map<string, { file: string; line: number }>;
+  /** Names the files set that `secrets.required` leaves out (required-secrets.ts). */
+  leftOut?: string[];
 }
 
 export type DevVarsResult = { ok: true; devVars: DevVars | undefined } | { ok: false; issues: ConfigIssue[] };
@@ -61,7 +65,51 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVar
       devVars.lines.set(entry.name, { file, line: entry.line });
     }
   }
-  return issues.length > 0 ? { ok: false, issues } : { ok: true, devVars };
+  if (issues.length > 0) return { ok: false, issues };
+  if (first.text === undefined) {
+    const refused = expandDotEnv(devVars);
+    if (refused.length > 0) return { ok: false, issues: refused };
+  }
+  return { ok: true, devVars };
+}
+
+/**
+ * Expands `${NAME}`, `$NAME`, `${NAME:-default}` and the other forms in the merged `.env` values
+ * with the library wrangler uses (dotenv-expand 12), on the same terms: a value sees the names set
+ * before it in the merged files, never the process environment (celld ignores
+ * CLOUDFLARE_INCLUDE_PROCESS_ENV), and `\$` is a literal `$`. The library's own quirks, such as a
+ * reference to a later name expanding to nothing, are wrangler's too, and kept.
+ */
+function expandDotEnv(devVars: DevVars): ConfigIssue[] {
+  const refused = [...devVars.values].flatMap(([name, value]) => {
+    if (!refersToObjectMember(value)) return [];
+    const at = devVars.lines.get(name)!;
+    // The name referred to is part of the value, and values are never shown.
+    const message =
+      `line ${at.line}: the value of ${name} refers to a name every JavaScript object has (such as ` +
+      `$constructor or \${toString}), which the expansion wrangler uses cannot look up (wrangler hangs or ` +
+      `fails on it). Rename that variable, or write \\$ for a literal $`;
+    return [{ file: at.file, path: "", message }];
+  });
+  if (refused.length > 0) return refused;
+  // fromEntries defines each name as an own property, so `__proto__` stays an ordinary name; and
+  // the library reads processEnv[name] first, which on a plain {} finds Object.prototype there.
+  const parsed = Object.fromEntries(devVars.values);
+  expand({ parsed, processEnv: Object.create(null) as Record<string, string> });
+  for (const name of devVars.values.keys()) devVars.values.set(name, parsed[name]!);
+  return [];
+}
+
+/**
+ * Whether `value` has a `$NAME` or `${NAME` naming a member of every object (`constructor`,
+ * `toString`, `__proto__`...): dotenv-expand finds those on its lookup object even when no entry
+ * sets them, and `${constructor}` then loops forever. `\$` is not a reference.
+ */
+function refersToObjectMember(value: string): boolean {
+  for (const match of value.matchAll(/(?<!\\)\$\{?([A-Za-z_][A-Za-z0-9_]*)/g)) {
+    if (match[1]! in Object.prototype) return true;
+  }
+  return false;
 }
 
 type ReadResult = { ok: true; text: string | undefined } | { ok: false; issues: ConfigIssue[] };

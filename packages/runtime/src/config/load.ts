@@ -6,6 +6,7 @@ import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from ".
 import { keyWarnings } from "./key-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
 import { parseConfigText, type ParsedText } from "./read-file.ts";
+import { onlyRequiredSecrets } from "./required-secrets.ts";
 import { workerFileSchema } from "./schema.ts";
 
 export interface ConfigSource {
@@ -84,7 +85,9 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
 
   for (const { path, parsed, devVars: found } of files) {
     const configPath = resolve(path);
-    const devVars = found.ok ? found.devVars : undefined;
+    const required = onlyRequiredSecrets(path, parsed.ok ? parsed.value : undefined, found.ok ? found.devVars : undefined);
+    const devVars = required.devVars;
+    warnings.push(...required.warnings);
     raw.push({ file: path, dir: dirname(configPath), data: parsed.ok ? parsed.value : undefined, devVars });
     if (!parsed.ok) issues.push(...parsed.issues);
     else {

@@ -33,10 +33,11 @@ export interface WorkerConfig {
   /** `vars` from the config, with the entries of its `.dev.vars` (or `.env` files) over them. */
   vars: Record<string, string | number | boolean | object>;
   /**
-   * Where the dev vars in `vars` came from, when a file was found: the absolute paths read and the
-   * names they set. Names only: the values are secrets, and this is what may be logged.
+   * Where the dev vars in `vars` came from, when a file was found: the absolute paths read, the
+   * names taken, and the names `secrets.required` left out. Names only: the values are secrets,
+   * and this is what may be logged.
    */
-  devVars: { paths: string[]; names: string[] } | undefined;
+  devVars: { paths: string[]; names: string[]; leftOut: string[] } | undefined;
   producers: ProducerConfig[];
   consumers: ConsumerConfig[];
   kvNamespaces: { binding: string; id: string }[];
@@ -65,7 +66,10 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     compatibilityFlags: file.compatibility_flags,
     // fromEntries, not assignment: a dev var may be called `__proto__`.
     vars: devVars === undefined ? file.vars : { ...file.vars, ...Object.fromEntries(devVars.values) },
-    devVars: devVars === undefined ? undefined : { paths: devVars.paths, names: [...devVars.values.keys()] },
+    devVars:
+      devVars === undefined
+        ? undefined
+        : { paths: devVars.paths, names: [...devVars.values.keys()], leftOut: devVars.leftOut ?? [] },
     producers: queues.producers.map((p) => ({
       binding: p.binding,
       queue: p.queue,

@@ -109,6 +109,8 @@ export const workerFileSchema = table({
   vars: z
     .record(z.string(), varValue, { error: typeError("an object (TOML table)") })
     .default({}),
+  // wrangler's list of the secrets a Worker needs: only these are taken from .dev.vars or .env.
+  secrets: table({ required: list(text()).default([]) }).optional(),
   queues: table({
     producers: list(producer).default([]),
     consumers: list(consumer).default([]),
