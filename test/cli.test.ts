@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
 import { project, type Project } from "./host-harness.ts";
@@ -128,6 +129,33 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
   await waitFor(second, /handling attempt 2/, 15_000);
   second.kill("SIGINT");
   expect(await second.exited).toBe(0);
+});
+
+test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
+    "worker.js": "export default { fetch() { return new Response('hi'); } };",
+  });
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+  try {
+    const { port } = holder.address() as AddressInfo;
+    const r = run(["dev", "--port", String(port)], p.dir);
+    expect(await r.exited).toBe(1);
+    expect(r.output().trim()).toBe(
+      `celld: cannot listen on 127.0.0.1:${port}: the address is already in use (is celld, or another server, ` +
+        "already running on it?); stop what holds it, or pass another --port",
+    );
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  // The failed start let go of the data directory.
+  const again = run(["dev", "--port", "0"], p.dir);
+  await waitFor(again, /listening on http:/);
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
 });
 
 test("unknown flags get the usage text", async () => {

@@ -20,6 +20,10 @@ test("a fetch() handler's error is a plain 500 for the client and its stack is i
   async fetch(request) {
     const { pathname } = new URL(request.url);
     if (pathname === "/throw") throw new RangeError("fetch failed on purpose");
+    if (pathname === "/mark") {
+      console.error("mark after the throw");
+      return new Response("marked");
+    }
     return Response.json({ cf: request.cf ?? null, connectingIp: request.headers.get("cf-connecting-ip"), url: request.url });
   },
 };
@@ -36,15 +40,21 @@ test("a fetch() handler's error is a plain 500 for the client and its stack is i
   expect(failed.status).toBe(500);
   const body = await failed.text();
   expect(body).not.toMatch(/on purpose|index\.js/);
+  // workerd logs the failed request before it answers; a line on the same stream after the next
+  // request comes after anything workerd printed about this one.
+  expect(await (await running.fetch("/mark")).text()).toBe("marked");
   const log = running.log;
   const lines = await eventually(() => {
     const text = log.lines.join("\n");
-    return /fetch failed on purpose/.test(text) ? text : undefined;
-  }, "the error in the host log");
+    return /mark after the throw/.test(text) ? text : undefined;
+  }, "the error and the mark in the host log");
   expect(lines).toMatch(/stderr: \[celld\] fetch\(\) handler for GET \/throw threw: RangeError: fetch failed on purpose/);
   expect(lines).toMatch(/at .*src\/index\.js:\d+:\d+/);
-  // workerd's own stack of the same exception is addresses in its binary: dropped.
+  // workerd's own stack of the same exception is addresses in its binary: dropped. So is its own
+  // "Uncaught exception" line for it, which says again what the shim's report said.
   expect(lines).not.toMatch(/stderr: stack: \S+@[0-9a-f]+/);
+  expect(lines).not.toMatch(/Uncaught exception/);
+  expect(lines.match(/fetch failed on purpose/g)).toHaveLength(1);
 });
 
 test("a WorkerEntrypoint class's fetch() error reaches the host log too, and its other methods still work", async () => {

@@ -62,19 +62,19 @@ test("a fetch() and a queue() handler's stacks name the TypeScript file and line
   const indexTs = `file://${join(p.dir, "src", "index.ts")}`;
 
   expect((await running.fetch("/throw")).status).toBe(500);
-  const afterFetch = await logOnceItShows(running, /fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
+  const afterFetch = await logOnceItShows(running, /fetch failed\n.*\n.*Object\.fetch.*\)/, "the fetch() handler's stack");
   expect(afterFetch).toContain(
     `stderr: [celld] fetch() handler for GET /throw threw: Error: fetch failed\n` +
       `stderr:     at fail (${workTs}:5:9)\n` +
-      `stderr:     at Object.fetch (${indexTs}:12:12)\n`,
+      `stderr:     at Object.fetch (${indexTs}:12:12)`,
   );
 
   expect((await running.fetch("/send")).status).toBe(200);
-  const afterQueue = await logOnceItShows(running, /queue jobs failed\n.*\n.*\n/, "the queue() handler's stack");
+  const afterQueue = await logOnceItShows(running, /queue jobs failed\n.*\n.*Object\.queue.*\)/, "the queue() handler's stack");
   expect(afterQueue).toContain(
     `stderr: [celld] queue() handler for "jobs" threw: Error: queue jobs failed\n` +
       `stderr:     at fail (${workTs}:5:9)\n` +
-      `stderr:     at Object.queue (${indexTs}:15:5)\n`,
+      `stderr:     at Object.queue (${indexTs}:15:5)`,
   );
   // Neither the shim's frames nor the bundle's positions under main's name reach the log.
   expect(afterQueue).not.toContain("celld-entry");
@@ -92,7 +92,7 @@ test("a Worker that imports a text module (loaded as a list of modules) is mappe
   });
   const running = await tidy.runHost([config], p.dataDir);
   expect((await running.fetch("/throw")).status).toBe(500);
-  const text = await logOnceItShows(running, /fetch failed\n.*\n.*\n/, "the fetch() handler's stack");
+  const text = await logOnceItShows(running, /fetch failed\n.*\n.*Object\.fetch.*\)/, "the fetch() handler's stack");
   expect(text).toContain(`stderr:     at fail (file://${join(p.dir, "src", "work.ts")}:5:9)\n`);
   expect(text).not.toContain("celld-entry");
 });

@@ -10,7 +10,9 @@ import { lockDataDir } from "./data-dir-lock.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
+import { checkPortFree } from "./port-check.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
+import { RuntimeOutputFilter } from "./runtime-output.ts";
 import { StackPositions, type BundledWorker } from "./stack-positions.ts";
 import { workerOptions } from "./worker-options.ts";
 
@@ -48,6 +50,14 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const log = options.log ?? consoleHostLog;
   const clock = options.clock ?? systemClock;
   const unlock = lockDataDir(options.dataDir);
+  const listenHost = options.host ?? "127.0.0.1";
+  const listenPort = options.port ?? 8787;
+  try {
+    await checkPortFree(listenHost, listenPort);
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   const registry = new CellRegistry({
     dataDir: options.dataDir,
     clock,
@@ -90,11 +100,13 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Miniflare's own use.
     const first = workers[0];
     if (first === undefined) throw new Error("a deployment has at least one Worker");
-    first.unsafeDirectSockets = [{ host: options.host ?? "127.0.0.1", port: options.port ?? 8787 }];
+    first.unsafeDirectSockets = [{ host: listenHost, port: listenPort }];
     for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
+    const output = new RuntimeOutputFilter();
     const forward = (line: string, stream: "stdout" | "stderr") => {
+      if (!output.shows(line, stream)) return;
       const shown = positions.rewrite(line);
       if (shown !== undefined) log.runtime(shown, stream);
     };
@@ -106,11 +118,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
-        createInterface({ input: stderr }).on("line", (line) => {
-          // workerd follows an uncaught exception with its own native stack (addresses in the
-          // workerd binary), of no use to a Worker author; the shim has printed the script's.
-          if (!nativeStackLine.test(line)) forward(line, "stderr");
-        });
+        createInterface({ input: stderr }).on("line", (line) => forward(line, "stderr"));
       },
     });
     await miniflare.ready;
@@ -138,8 +146,6 @@ export async function startHost(options: HostOptions): Promise<Host> {
     throw error;
   }
 }
-
-const nativeStackLine = /^stack:( \S+@[0-9a-f]+)+$/;
 
 /**
  * A module Worker's bundle gets the shim that prints what its fetch() and queue() handlers throw.
