@@ -131,6 +131,12 @@ export class SqliteCellStore implements CellStore {
   private counts: StoreTotals;
   /** SQLite's count of changed rows at the last durable(). */
   private changesAtLastDurable = 0;
+  /**
+   * False once nextVisibleAt found no delayed ready row; set again by every write that may make
+   * one (a row written ready with a visible time after its entry, or any move back to ready).
+   * With a consumer waiting, the cell asks after every commit, and mostly nothing is delayed.
+   */
+  private mayHaveDelayed = true;
   /** undefined: unknown, recompute; null: no backlog. */
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
   private readonly stmt: Record<StatementName, Database.Statement>;
@@ -194,6 +200,7 @@ export class SqliteCellStore implements CellStore {
       // The rows rolled back; so must the totals kept beside them.
       this.counts = saved;
       this.oldestBacklog = savedOldest;
+      this.mayHaveDelayed = true;
       if (error instanceof Database.SqliteError) {
         throw new CellError("ERR_STORAGE", `the queue's storage failed: ${error.message} (${error.code})`, {
           cause: error,
@@ -213,6 +220,7 @@ export class SqliteCellStore implements CellStore {
       // already taken in, even once they have been acked and deleted here.
       if (this.stmt.markReceived.run(row.id, row.enqueuedAt).changes === 0) continue;
       if (this.stmt.insertIgnore.run(...args).changes === 0) continue;
+      if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
       // The new row's seq is not read here; the oldest backlog row is looked up when asked.
       if (this.oldestBacklog === null) this.oldestBacklog = undefined;
       this.counts.ready += 1;
@@ -231,6 +239,9 @@ export class SqliteCellStore implements CellStore {
       for (const row of chunk) {
         const bytes = messageBytes(row);
         bytesTotal += bytes;
+        // Visible later than it entered: delayed until then (the cell's clock never runs behind
+        // an entry time, so a row due by its entry is never delayed).
+        if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
         args.push(row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body);
       }
       const { lastInsertRowid } = this.insertStatement(chunk.length).run(...args);
@@ -415,7 +426,10 @@ export class SqliteCellStore implements CellStore {
   }
 
   nextVisibleAt(nowMs: number): number | null {
+    if (!this.mayHaveDelayed) return null;
     const visible = this.stmt.nextVisible.get(nowMs) as { due_at: number } | undefined;
+    // None now, and time only moves on: none until a write makes one (see mayHaveDelayed).
+    if (visible === undefined) this.mayHaveDelayed = false;
     return visible === undefined ? null : visible.due_at;
   }
 
@@ -513,6 +527,8 @@ export class SqliteCellStore implements CellStore {
 
   private enterState(state: MessageState, bytes: number): void {
     this.bump(state, 1, bytes);
+    // Back to ready (a retry, an expiry, a replay), perhaps with a delay: not worth telling apart.
+    if (state === MessageState.ready) this.mayHaveDelayed = true;
   }
 
   private leaveState(head: Pick<MessageHead, "state" | "bytes" | "seq">): void {

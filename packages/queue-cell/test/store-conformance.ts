@@ -184,6 +184,40 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("once nothing is delayed, every way a row becomes delayed shows in nextVisibleAt", () => {
+      const { store } = fresh();
+      store.transaction(() => store.insert([row("now"), row("held")]));
+      expect(store.nextVisibleAt(1_000)).toBeNull();
+      // A delayed send.
+      store.transaction(() => store.insert([row("delayed", { dueAt: 5_000 })]));
+      expect(store.nextVisibleAt(1_000)).toBe(5_000);
+      expect(store.nextVisibleAt(5_000)).toBeNull();
+      // A retry with a delay (a leased row back to ready), and a lease handed back for later.
+      const [leased, other] = store.transaction(() => store.lease(5_000, 2, 60_000));
+      store.transaction(() => store.setState(leased!, MessageState.ready, 8_000));
+      expect(store.nextVisibleAt(5_000)).toBe(8_000);
+      expect(store.nextVisibleAt(8_000)).toBeNull();
+      store.transaction(() => store.unlease(other!, 9_000));
+      expect(store.nextVisibleAt(8_000)).toBe(9_000);
+      expect(store.nextVisibleAt(9_000)).toBeNull();
+      // A replay of a dead row with a delay.
+      store.transaction(() => store.setState(store.head("delayed")!, MessageState.dead, 9_000));
+      store.transaction(() => store.resetToReady(store.head("delayed")!, 12_000));
+      expect(store.nextVisibleAt(9_000)).toBe(12_000);
+      expect(store.nextVisibleAt(12_000)).toBeNull();
+      // A group that finds nothing delayed and then rolls back: the delayed row it removed is back.
+      store.transaction(() => store.insert([row("later", { dueAt: 20_000 })]));
+      expect(() =>
+        store.transaction(() => {
+          store.remove(store.head("later")!);
+          expect(store.nextVisibleAt(12_000)).toBeNull();
+          throw new Error("the group fails");
+        }),
+      ).toThrow("the group fails");
+      expect(store.nextVisibleAt(12_000)).toBe(20_000);
+      store.close();
+    });
+
     test("the retention sweep removes exactly the rows that entered at or before the cutoff", () => {
       const { store } = fresh();
       store.transaction(() =>
