@@ -729,22 +729,22 @@ export class QueueCell {
       if (rows.length === 0) return;
       if (policy.kind !== "queue" || this.resolveCell === undefined) {
         // The policy changed since these were dead-lettered: keep them in this queue's own set.
-        await this.loop.submit((nowMs) => {
-          for (const row of rows) {
-            const head = this.store.head(row.id);
-            if (head?.state === MessageState.moving) this.store.setState(head, MessageState.dead, nowMs);
-          }
-        });
+        await this.loop.submit((nowMs) =>
+          this.forEachStillMoving(rows, (head) => this.store.setState(head, MessageState.dead, nowMs)),
+        );
         continue;
       }
       const target = await this.resolveCell(policy.queue);
       await target.receiveDeadLetters(rows);
-      await this.loop.submit(() => {
-        for (const row of rows) {
-          const head = this.store.head(row.id);
-          if (head?.state === MessageState.moving) this.store.remove(head);
-        }
-      });
+      await this.loop.submit(() => this.forEachStillMoving(rows, (head) => this.store.remove(head)));
+    }
+  }
+
+  /** Inside a group: `act` on each of `rows` that is still moving (a purge may have taken it since). */
+  private forEachStillMoving(rows: readonly StoredMessage[], act: (head: MessageHead) => void): void {
+    for (const row of rows) {
+      const head = this.store.head(row.id);
+      if (head?.state === MessageState.moving) act(head);
     }
   }
 
