@@ -177,6 +177,22 @@ describe(".dev.vars and .env beside each config", () => {
     ]);
   });
 
+  test("CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false reads .dev.vars only, as in wrangler", () => {
+    const files = memoryFiles({ [join("dev", ".dev.vars")]: "FROM=dev vars", [join("env", ".env")]: "FROM=env" });
+    const off = parseDeployment([config("dev"), config("env")], { fileExists: () => true, ...files, loadDevVarsFromDotEnv: "False" });
+    expect(off.workers.map((w) => w.vars)).toEqual([{ FROM: "dev vars" }, {}]);
+    expect(files.asked).toEqual([join("dev", ".dev.vars"), join("env", ".dev.vars")]);
+    const on = parseDeployment([config("env")], { fileExists: () => true, ...files, loadDevVarsFromDotEnv: "TRUE" });
+    expect(on.workers[0]?.vars).toEqual({ FROM: "env" });
+  });
+
+  test("CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV other than true or false is refused", () => {
+    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, loadDevVarsFromDotEnv: "no" }));
+    expect(error.issues).toEqual([
+      { file: "(environment)", path: "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV", message: 'must be "true" or "false", got "no"' },
+    ]);
+  });
+
   test("parseDeployment without a reader reads no dev vars", () => {
     const [worker] = parseDeployment([config("app", { vars: { A: "1" } })], { fileExists: () => true }).workers;
     expect(worker?.vars).toEqual({ A: "1" });
@@ -438,6 +454,17 @@ describe("loadDeployment reads the files on disk", () => {
     const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
     expect(worker?.vars).toEqual({ GREETING: "from env" });
     expect(worker?.devVars?.paths).toEqual([join(dir, ".env")]);
+  });
+
+  test("loadDeployment takes CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV from the process environment", () => {
+    const dir = projectDir({ "wrangler.toml": toml, "index.js": "export default {};", ".env": "GREETING=from env\n" });
+    process.env["CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV"] = "false";
+    try {
+      expect(loadDeployment([join(dir, "wrangler.toml")]).workers[0]?.vars).toEqual({ GREETING: "from toml" });
+    } finally {
+      delete process.env["CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV"];
+    }
+    expect(loadDeployment([join(dir, "wrangler.toml")]).workers[0]?.vars).toEqual({ GREETING: "from env" });
   });
 
   test("a .dev.vars that cannot be read (here a directory) fails the deployment", () => {

@@ -36,13 +36,16 @@ export interface DevVars {
 
 export type DevVarsResult = { ok: true; devVars: DevVars | undefined } | { ok: false; issues: ConfigIssue[] };
 
-/** The dev vars beside `configFile` (as the caller named it), or issues naming file and line. */
-export function devVarsBeside(configFile: string, read: ReadDevVarsFile): DevVarsResult {
+/**
+ * The dev vars beside `configFile` (as the caller named it), or issues naming file and line.
+ * `dotEnv: false` (CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false) reads `.dev.vars` alone.
+ */
+export function devVarsBeside(configFile: string, read: ReadDevVarsFile, options: { dotEnv?: boolean } = {}): DevVarsResult {
   const dir = dirname(configFile);
   const first = readOne(join(dir, devVarsFile), read);
   if (!first.ok) return first;
   const texts = first.text !== undefined ? [{ file: join(dir, devVarsFile), text: first.text }] : [];
-  if (texts.length === 0) {
+  if (texts.length === 0 && options.dotEnv !== false) {
     for (const name of dotEnvFiles) {
       const file = join(dir, name);
       const found = readOne(file, read);
@@ -133,6 +136,20 @@ export function readDevVarsFromDisk(path: string): string | undefined {
     throw error;
   }
 }
+
+/**
+ * Whether `.env` files are read when there is no `.dev.vars`: wrangler's
+ * CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV, "true" (the default when unset) or "false", in any case.
+ * Another value is an issue, as wrangler refuses it rather than guess.
+ */
+export function dotEnvSetting(value: string | undefined): { ok: true; dotEnv: boolean } | { ok: false; issue: ConfigIssue } {
+  if (value === undefined || value.toLowerCase() === "true") return { ok: true, dotEnv: true };
+  if (value.toLowerCase() === "false") return { ok: true, dotEnv: false };
+  const message = `must be "true" or "false", got ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
+  return { ok: false, issue: { file: "(environment)", path: dotEnvVariable, message } };
+}
+
+export const dotEnvVariable = "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV";
 
 /** For parseDeployment without a reader: texts in memory have no files beside them. */
 export const noDevVarsFiles: ReadDevVarsFile = () => undefined;

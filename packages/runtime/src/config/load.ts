@@ -1,7 +1,16 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { deploymentIssues, type RawFile } from "./deployment-rules.ts";
-import { devVarsBeside, devVarsFileNames, noDevVarsFiles, readDevVarsFromDisk, type DevVarsResult, type ReadDevVarsFile } from "./dev-vars.ts";
+import {
+  devVarsBeside,
+  devVarsFileNames,
+  dotEnvSetting,
+  dotEnvVariable,
+  noDevVarsFiles,
+  readDevVarsFromDisk,
+  type DevVarsResult,
+  type ReadDevVarsFile,
+} from "./dev-vars.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
@@ -25,6 +34,8 @@ export interface ParseOptions {
    * hands them over here.
    */
   readDevVarsFile?: ReadDevVarsFile;
+  /** The environment's CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV; loadDeployment reads process.env. */
+  loadDevVarsFromDotEnv?: string | undefined;
 }
 
 /**
@@ -33,11 +44,13 @@ export interface ParseOptions {
  * in every file, unreadable files included.
  */
 export function loadDeployment(configPaths: string[]): Deployment {
+  const setting = dotEnvSetting(process.env[dotEnvVariable]);
+  if (!setting.ok) throw new ConfigError([setting.issue]);
   return validate(
     configPaths.map((path) => ({
       path,
       parsed: readConfig(path),
-      devVars: devVarsBeside(path, readDevVarsFromDisk),
+      devVars: devVarsBeside(path, readDevVarsFromDisk, { dotEnv: setting.dotEnv }),
     })),
     {},
   );
@@ -45,11 +58,13 @@ export function loadDeployment(configPaths: string[]): Deployment {
 
 /** The same as loadDeployment, from texts already in memory. Reads nothing but `fileExists`. */
 export function parseDeployment(files: ConfigSource[], options: ParseOptions = {}): Deployment {
+  const setting = dotEnvSetting(options.loadDevVarsFromDotEnv);
+  if (!setting.ok) throw new ConfigError([setting.issue]);
   return validate(
     files.map(({ path, text }) => ({
       path,
       parsed: parseConfigText(path, text),
-      devVars: devVarsBeside(path, options.readDevVarsFile ?? noDevVarsFiles),
+      devVars: devVarsBeside(path, options.readDevVarsFile ?? noDevVarsFiles, { dotEnv: setting.dotEnv }),
     })),
     options,
   );
