@@ -126,6 +126,7 @@ describe(".dev.vars and .env beside each config", () => {
       paths: [join(process.cwd(), "app", ".dev.vars")],
       names: ["GREETING", "API_TOKEN"],
       leftOut: [],
+      fromEnvironment: [],
     });
     expect(files.asked).toEqual([join("app", ".dev.vars")]);
   });
@@ -179,15 +180,15 @@ describe(".dev.vars and .env beside each config", () => {
 
   test("CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false reads .dev.vars only, as in wrangler", () => {
     const files = memoryFiles({ [join("dev", ".dev.vars")]: "FROM=dev vars", [join("env", ".env")]: "FROM=env" });
-    const off = parseDeployment([config("dev"), config("env")], { fileExists: () => true, ...files, loadDevVarsFromDotEnv: "False" });
+    const off = parseDeployment([config("dev"), config("env")], { fileExists: () => true, ...files, env: { CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "False" } });
     expect(off.workers.map((w) => w.vars)).toEqual([{ FROM: "dev vars" }, {}]);
     expect(files.asked).toEqual([join("dev", ".dev.vars"), join("env", ".dev.vars")]);
-    const on = parseDeployment([config("env")], { fileExists: () => true, ...files, loadDevVarsFromDotEnv: "TRUE" });
+    const on = parseDeployment([config("env")], { fileExists: () => true, ...files, env: { CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "TRUE" } });
     expect(on.workers[0]?.vars).toEqual({ FROM: "env" });
   });
 
   test("CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV other than true or false is refused", () => {
-    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, loadDevVarsFromDotEnv: "no" }));
+    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, env: { CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "no" } }));
     expect(error.issues).toEqual([
       { file: "(environment)", path: "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV", message: 'must be "true" or "false", got "no"' },
     ]);
@@ -357,6 +358,7 @@ describe("secrets.required: only the listed names come from the files", () => {
       paths: [join(process.cwd(), "app", ".dev.vars")],
       names: ["API_KEY", "DB_PASSWORD"],
       leftOut: ["DEBUG", "GREETING"],
+      fromEnvironment: [],
     });
     expect(deployment.warnings).toEqual([]);
   });
@@ -413,6 +415,73 @@ describe("secrets.required: only the listed names come from the files", () => {
   });
 });
 
+describe("CLOUDFLARE_INCLUDE_PROCESS_ENV=true: the environment's variables join the .env files'", () => {
+  const include = { CLOUDFLARE_INCLUDE_PROCESS_ENV: "true" };
+
+  test("every variable is taken, an environment value wins over a file's, and .env may refer to them", () => {
+    const files = memoryFiles({ [join("app", ".env")]: "URL=${HOST}/x\nAPI_KEY=from file\nONLY_FILE=1" });
+    const env = { ...include, HOST: "h.local", API_KEY: "from env" };
+    const [worker] = parseDeployment([config("app")], { fileExists: () => true, ...files, env }).workers;
+    expect(worker?.vars).toEqual({ ...env, URL: "h.local/x", ONLY_FILE: "1" });
+    expect(worker?.devVars).toMatchObject({
+      paths: [join(process.cwd(), "app", ".env")],
+      fromEnvironment: ["CLOUDFLARE_INCLUDE_PROCESS_ENV", "HOST", "API_KEY"],
+    });
+  });
+
+  test("without any .env file the environment alone is taken; with .dev.vars, or .env switched off, it is not", () => {
+    const files = memoryFiles({ [join("dev", ".dev.vars")]: "A=1" });
+    const env = { ...include, TOKEN: "t" };
+    const [bare, dev] = parseDeployment([config("bare"), config("dev")], { fileExists: () => true, ...files, env }).workers;
+    expect(bare?.vars).toEqual(env);
+    expect(bare?.devVars).toMatchObject({ paths: [], fromEnvironment: ["CLOUDFLARE_INCLUDE_PROCESS_ENV", "TOKEN"] });
+    expect(dev?.vars).toEqual({ A: "1" });
+    const off = parseDeployment([config("bare")], {
+      fileExists: () => true,
+      env: { ...env, CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "false" },
+    });
+    expect(off.workers[0]?.vars).toEqual({});
+  });
+
+  test("with secrets.required, only the listed names; the environment's others are not reported as left out", () => {
+    const files = memoryFiles({ [join("app", ".env")]: "DEBUG=1" });
+    const source = config("app", { secrets: { required: ["API_KEY", "DB_PASSWORD"] } });
+    const env = { ...include, API_KEY: "k", PATH: "/usr/bin", HOME: "/root" };
+    const deployment = parseDeployment([source], { fileExists: () => true, ...files, env });
+    expect(deployment.workers[0]?.vars).toEqual({ API_KEY: "k" });
+    expect(deployment.workers[0]?.devVars).toMatchObject({ leftOut: ["DEBUG"], fromEnvironment: ["API_KEY"] });
+    expect(deployment.warnings.map((w) => w.message)).toEqual([
+      "DB_PASSWORD: it is not set in .env or the environment, so the Worker's env will not have it",
+    ]);
+  });
+
+  test("a variable named like another binding is left out with a warning; one named like a vars entry replaces it", () => {
+    const source = config("app", {
+      vars: { MODE: "config" },
+      queues: { producers: [{ binding: "JOBS", queue: "jobs" }] },
+    });
+    const env = { ...include, JOBS: "not a queue", MODE: "environment" };
+    const deployment = parseDeployment([source], { fileExists: () => true, env });
+    expect(deployment.workers[0]?.vars).toEqual({ MODE: "environment", CLOUDFLARE_INCLUDE_PROCESS_ENV: "true" });
+    expect(deployment.warnings).toEqual([
+      {
+        file: join("app", "wrangler.json"),
+        path: "queues.producers[0].binding",
+        message: "the environment variable JOBS is left out of the Worker's env: this binding already has that name",
+      },
+    ]);
+  });
+
+  test("either setting other than true or false is refused, both at once", () => {
+    const env = { CLOUDFLARE_INCLUDE_PROCESS_ENV: "1", CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "yes" };
+    const error = failure(() => parseDeployment([config("app")], { fileExists: () => true, env }));
+    expect(error.issues.map((i) => [i.file, i.path, i.message])).toEqual([
+      ["(environment)", "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV", 'must be "true" or "false", got "yes"'],
+      ["(environment)", "CLOUDFLARE_INCLUDE_PROCESS_ENV", 'must be "true" or "false", got "1"'],
+    ]);
+  });
+});
+
 describe("loadDeployment reads the files on disk", () => {
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -435,7 +504,7 @@ describe("loadDeployment reads the files on disk", () => {
     });
     const [worker] = loadDeployment([join(dir, "wrangler.toml")]).workers;
     expect(worker?.vars).toEqual({ GREETING: "from dev vars", TOKEN: "abc" });
-    expect(worker?.devVars).toEqual({ paths: [join(dir, ".dev.vars")], names: ["GREETING", "TOKEN"], leftOut: [] });
+    expect(worker?.devVars).toEqual({ paths: [join(dir, ".dev.vars")], names: ["GREETING", "TOKEN"], leftOut: [], fromEnvironment: [] });
   });
 
   test("[secrets] required in wrangler.toml picks from .dev.vars", () => {
@@ -465,6 +534,22 @@ describe("loadDeployment reads the files on disk", () => {
       delete process.env["CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV"];
     }
     expect(loadDeployment([join(dir, "wrangler.toml")]).workers[0]?.vars).toEqual({ GREETING: "from env" });
+  });
+
+  test("loadDeployment takes CLOUDFLARE_INCLUDE_PROCESS_ENV and the variables from the process environment", () => {
+    const dir = projectDir({ "wrangler.toml": `${toml}[secrets]\nrequired = ["CELLD_TEST_SECRET"]\n`, "index.js": "export default {};" });
+    process.env["CLOUDFLARE_INCLUDE_PROCESS_ENV"] = "true";
+    process.env["CELLD_TEST_SECRET"] = "from the process";
+    try {
+      expect(loadDeployment([join(dir, "wrangler.toml")]).workers[0]?.vars).toEqual({
+        GREETING: "from toml",
+        CELLD_TEST_SECRET: "from the process",
+      });
+    } finally {
+      delete process.env["CLOUDFLARE_INCLUDE_PROCESS_ENV"];
+      delete process.env["CELLD_TEST_SECRET"];
+    }
+    expect(loadDeployment([join(dir, "wrangler.toml")]).workers[0]?.vars).toEqual({ GREETING: "from toml" });
   });
 
   test("a .dev.vars that cannot be read (here a directory) fails the deployment", () => {

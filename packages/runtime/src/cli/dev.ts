@@ -1,5 +1,5 @@
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
-import { formatIssue, isConfigError, loadDeployment } from "../config/index.ts";
+import { formatIssue, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import type { DevArgs } from "./args.ts";
@@ -25,12 +25,7 @@ export async function dev(args: DevArgs): Promise<number> {
   for (const warning of deployment.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
   // Names only: the values are secrets.
   for (const { name, devVars } of deployment.workers) {
-    if (devVars === undefined) continue;
-    const count = `${devVars.names.length} variable${devVars.names.length === 1 ? "" : "s"}`;
-    const names = devVars.names.length === 0 ? "" : ` (${devVars.names.join(", ")})`;
-    const leftOut =
-      devVars.leftOut.length === 0 ? "" : `; left out ${devVars.leftOut.join(", ")}, not in secrets.required`;
-    log.info(`Worker "${name}": loaded ${count} from ${devVars.paths.join(" and ")}${names}${leftOut}`);
+    if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);
   }
 
   const host: Host = await startHost({
@@ -99,4 +94,24 @@ export async function dev(args: DevArgs): Promise<number> {
       process.on(signal, () => stop(signal));
     }
   });
+}
+
+/**
+ * What a Worker took from `.dev.vars`, `.env` or the environment, by name. The environment's
+ * names are counted, not listed, past a screenful: CLOUDFLARE_INCLUDE_PROCESS_ENV takes them all.
+ */
+function devVarsSummary(devVars: NonNullable<WorkerConfig["devVars"]>): string {
+  const fromEnv = new Set(devVars.fromEnvironment);
+  const fromFiles = devVars.names.filter((n) => !fromEnv.has(n));
+  const count = (n: number) => `${n} variable${n === 1 ? "" : "s"}`;
+  const listed = (names: string[]) => (names.length === 0 ? "" : ` (${names.join(", ")})`);
+  const parts: string[] = [];
+  if (devVars.paths.length > 0) parts.push(`${count(fromFiles.length)} from ${devVars.paths.join(" and ")}${listed(fromFiles)}`);
+  if (devVars.fromEnvironment.length > 0) {
+    const names = devVars.fromEnvironment.length <= 20 ? listed(devVars.fromEnvironment) : "";
+    parts.push(`${count(devVars.fromEnvironment.length)} from the environment${names}`);
+  }
+  if (parts.length === 0) parts.push("0 variables");
+  const leftOut = devVars.leftOut.length === 0 ? "" : `; left out ${devVars.leftOut.join(", ")}, not in secrets.required`;
+  return `loaded ${parts.join(" and ")}${leftOut}`;
 }

@@ -93,6 +93,30 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
   return issues;
 }
 
+/**
+ * Variables the environment gave (CLOUDFLARE_INCLUDE_PROCESS_ENV) named like another binding of
+ * the file are left out with a warning, where a file's entry would be refused: nobody wrote them
+ * for this Worker (an environment has dozens), and one must not stop it from starting.
+ */
+export function withoutProcessEnvOverBindings(
+  configFile: string,
+  data: unknown,
+  devVars: DevVars | undefined,
+): { devVars: DevVars | undefined; warnings: ConfigIssue[] } {
+  const fromEnv = new Set(devVars?.fromProcessEnv ?? []);
+  if (devVars === undefined || fromEnv.size === 0) return { devVars, warnings: [] };
+  const clashes = bindingNames(data).filter(({ path, name }) => fromEnv.has(name) && path !== formatPath(["vars", name]));
+  if (clashes.length === 0) return { devVars, warnings: [] };
+  const values = new Map(devVars.values);
+  for (const { name } of clashes) values.delete(name);
+  const warnings = clashes.map(({ path, name }) => ({
+    file: configFile,
+    path,
+    message: `the environment variable ${name} is left out of the Worker's env: this binding already has that name`,
+  }));
+  return { devVars: { ...devVars, values, fromProcessEnv: [...fromEnv].filter((n) => values.has(n)) }, warnings };
+}
+
 /** Every place a file gives a name to something on `env`, in file order. */
 function bindingNames(data: unknown): { path: string; name: string }[] {
   const found: { path: string; name: string }[] = [];

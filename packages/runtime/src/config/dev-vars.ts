@@ -32,15 +32,26 @@ export interface DevVars {
   lines: Map<string, { file: string; line: number }>;
   /** Names the files set that `secrets.required` leaves out (required-secrets.ts). */
   leftOut?: string[];
+  /** Names whose value came from celld's environment (CLOUDFLARE_INCLUDE_PROCESS_ENV=true). */
+  fromProcessEnv?: string[];
 }
+
+/** The environment's variables, as `process.env` has them. */
+export type ProcessEnv = Readonly<Record<string, string | undefined>>;
 
 export type DevVarsResult = { ok: true; devVars: DevVars | undefined } | { ok: false; issues: ConfigIssue[] };
 
 /**
  * The dev vars beside `configFile` (as the caller named it), or issues naming file and line.
  * `dotEnv: false` (CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false) reads `.dev.vars` alone.
+ * `processEnv` (given when CLOUDFLARE_INCLUDE_PROCESS_ENV=true): where `.env` files would be read,
+ * the environment's variables are taken too, and win over the files, as in wrangler.
  */
-export function devVarsBeside(configFile: string, read: ReadDevVarsFile, options: { dotEnv?: boolean } = {}): DevVarsResult {
+export function devVarsBeside(
+  configFile: string,
+  read: ReadDevVarsFile,
+  options: { dotEnv?: boolean; processEnv?: ProcessEnv } = {},
+): DevVarsResult {
   const dir = dirname(configFile);
   const first = readOne(join(dir, devVarsFile), read);
   if (!first.ok) return first;
@@ -53,7 +64,8 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile, options
       if (found.text !== undefined) texts.push({ file, text: found.text });
     }
   }
-  if (texts.length === 0) return { ok: true, devVars: undefined };
+  const withProcessEnv = first.text === undefined && options.dotEnv !== false ? options.processEnv : undefined;
+  if (texts.length === 0 && withProcessEnv === undefined) return { ok: true, devVars: undefined };
   const devVars: DevVars = { paths: [], values: new Map(), lines: new Map() };
   const issues: ConfigIssue[] = [];
   for (const { file, text } of texts) {
@@ -70,7 +82,7 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile, options
   }
   if (issues.length > 0) return { ok: false, issues };
   if (first.text === undefined) {
-    const refused = expandDotEnv(devVars);
+    const refused = expandDotEnv(devVars, withProcessEnv);
     if (refused.length > 0) return { ok: false, issues: refused };
   }
   return { ok: true, devVars };
@@ -79,11 +91,12 @@ export function devVarsBeside(configFile: string, read: ReadDevVarsFile, options
 /**
  * Expands `${NAME}`, `$NAME`, `${NAME:-default}` and the other forms in the merged `.env` values
  * with the library wrangler uses (dotenv-expand 12), on the same terms: a value sees the names set
- * before it in the merged files, never the process environment (celld ignores
- * CLOUDFLARE_INCLUDE_PROCESS_ENV), and `\$` is a literal `$`. The library's own quirks, such as a
- * reference to a later name expanding to nothing, are wrangler's too, and kept.
+ * before it in the merged files, and the environment's only with CLOUDFLARE_INCLUDE_PROCESS_ENV
+ * (`processEnv`), whose variables then also become dev vars and win over a file's. `\$` is a
+ * literal `$`. The library's own quirks, such as a reference to a later name expanding to
+ * nothing, are wrangler's too, and kept.
  */
-function expandDotEnv(devVars: DevVars): ConfigIssue[] {
+function expandDotEnv(devVars: DevVars, processEnv: ProcessEnv | undefined): ConfigIssue[] {
   const refused = [...devVars.values].flatMap(([name, value]) => {
     if (!refersToObjectMember(value)) return [];
     const at = devVars.lines.get(name)!;
@@ -98,8 +111,19 @@ function expandDotEnv(devVars: DevVars): ConfigIssue[] {
   // fromEntries defines each name as an own property, so `__proto__` stays an ordinary name; and
   // the library reads processEnv[name] first, which on a plain {} finds Object.prototype there.
   const parsed = Object.fromEntries(devVars.values);
-  expand({ parsed, processEnv: Object.create(null) as Record<string, string> });
-  for (const name of devVars.values.keys()) devVars.values.set(name, parsed[name]!);
+  const env = Object.create(null) as Record<string, string>;
+  for (const [name, value] of Object.entries(processEnv ?? {})) if (value !== undefined) env[name] = value;
+  const fromProcessEnv = Object.keys(env);
+  expand({ parsed, processEnv: env });
+  if (processEnv === undefined) {
+    for (const name of devVars.values.keys()) devVars.values.set(name, parsed[name]!);
+    return [];
+  }
+  // The library leaves the result in `env`: the environment's variables first, then the files'.
+  // A name both set has the environment's value, so no file line stands for it any more.
+  devVars.values = new Map(Object.entries(env));
+  for (const name of fromProcessEnv) devVars.lines.delete(name);
+  devVars.fromProcessEnv = fromProcessEnv;
   return [];
 }
 
@@ -138,18 +162,25 @@ export function readDevVarsFromDisk(path: string): string | undefined {
 }
 
 /**
- * Whether `.env` files are read when there is no `.dev.vars`: wrangler's
- * CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV, "true" (the default when unset) or "false", in any case.
- * Another value is an issue, as wrangler refuses it rather than guess.
+ * One of wrangler's boolean settings from the environment: "true" or "false" in any case, or
+ * unset for `fallback`. Another value is an issue, as wrangler refuses it rather than guess.
  */
-export function dotEnvSetting(value: string | undefined): { ok: true; dotEnv: boolean } | { ok: false; issue: ConfigIssue } {
-  if (value === undefined || value.toLowerCase() === "true") return { ok: true, dotEnv: true };
-  if (value.toLowerCase() === "false") return { ok: true, dotEnv: false };
+export function booleanSetting(
+  variable: string,
+  value: string | undefined,
+  fallback: boolean,
+): { ok: true; value: boolean } | { ok: false; issue: ConfigIssue } {
+  if (value === undefined) return { ok: true, value: fallback };
+  if (value.toLowerCase() === "true") return { ok: true, value: true };
+  if (value.toLowerCase() === "false") return { ok: true, value: false };
   const message = `must be "true" or "false", got ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
-  return { ok: false, issue: { file: "(environment)", path: dotEnvVariable, message } };
+  return { ok: false, issue: { file: "(environment)", path: variable, message } };
 }
 
+/** Whether `.env` files are read when there is no `.dev.vars` (default true). */
 export const dotEnvVariable = "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV";
+/** Whether the environment's variables join the `.env` files' (default false). */
+export const includeProcessEnvVariable = "CLOUDFLARE_INCLUDE_PROCESS_ENV";
 
 /** For parseDeployment without a reader: texts in memory have no files beside them. */
 export const noDevVarsFiles: ReadDevVarsFile = () => undefined;

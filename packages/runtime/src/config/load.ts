@@ -1,14 +1,16 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { deploymentIssues, type RawFile } from "./deployment-rules.ts";
+import { deploymentIssues, withoutProcessEnvOverBindings, type RawFile } from "./deployment-rules.ts";
 import {
+  booleanSetting,
   devVarsBeside,
   devVarsFileNames,
-  dotEnvSetting,
   dotEnvVariable,
+  includeProcessEnvVariable,
   noDevVarsFiles,
   readDevVarsFromDisk,
   type DevVarsResult,
+  type ProcessEnv,
   type ReadDevVarsFile,
 } from "./dev-vars.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
@@ -34,8 +36,12 @@ export interface ParseOptions {
    * hands them over here.
    */
   readDevVarsFile?: ReadDevVarsFile;
-  /** The environment's CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV; loadDeployment reads process.env. */
-  loadDevVarsFromDotEnv?: string | undefined;
+  /**
+   * The environment celld runs in, for CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV and
+   * CLOUDFLARE_INCLUDE_PROCESS_ENV (and, with the latter, the variables themselves). Unset: an
+   * empty environment. loadDeployment passes process.env.
+   */
+  env?: ProcessEnv;
 }
 
 /**
@@ -44,13 +50,12 @@ export interface ParseOptions {
  * in every file, unreadable files included.
  */
 export function loadDeployment(configPaths: string[]): Deployment {
-  const setting = dotEnvSetting(process.env[dotEnvVariable]);
-  if (!setting.ok) throw new ConfigError([setting.issue]);
+  const devVarsOptions = devVarsSettings(process.env);
   return validate(
     configPaths.map((path) => ({
       path,
       parsed: readConfig(path),
-      devVars: devVarsBeside(path, readDevVarsFromDisk, { dotEnv: setting.dotEnv }),
+      devVars: devVarsBeside(path, readDevVarsFromDisk, devVarsOptions),
     })),
     {},
   );
@@ -58,16 +63,24 @@ export function loadDeployment(configPaths: string[]): Deployment {
 
 /** The same as loadDeployment, from texts already in memory. Reads nothing but `fileExists`. */
 export function parseDeployment(files: ConfigSource[], options: ParseOptions = {}): Deployment {
-  const setting = dotEnvSetting(options.loadDevVarsFromDotEnv);
-  if (!setting.ok) throw new ConfigError([setting.issue]);
+  const devVarsOptions = devVarsSettings(options.env ?? {});
   return validate(
     files.map(({ path, text }) => ({
       path,
       parsed: parseConfigText(path, text),
-      devVars: devVarsBeside(path, options.readDevVarsFile ?? noDevVarsFiles, { dotEnv: setting.dotEnv }),
+      devVars: devVarsBeside(path, options.readDevVarsFile ?? noDevVarsFiles, devVarsOptions),
     })),
     options,
   );
+}
+
+/** wrangler's two settings for local secrets, from the environment; a bad value fails the deployment. */
+function devVarsSettings(env: ProcessEnv): { dotEnv: boolean; processEnv?: ProcessEnv } {
+  const dotEnv = booleanSetting(dotEnvVariable, env[dotEnvVariable], true);
+  const include = booleanSetting(includeProcessEnvVariable, env[includeProcessEnvVariable], false);
+  const issues = [dotEnv, include].flatMap((s) => (s.ok ? [] : [s.issue]));
+  if (!dotEnv.ok || !include.ok) throw new ConfigError(issues);
+  return include.value ? { dotEnv: dotEnv.value, processEnv: env } : { dotEnv: dotEnv.value };
 }
 
 function readConfig(path: string): ParsedText {
@@ -100,9 +113,11 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
 
   for (const { path, parsed, devVars: found } of files) {
     const configPath = resolve(path);
-    const required = onlyRequiredSecrets(path, parsed.ok ? parsed.value : undefined, found.ok ? found.devVars : undefined);
-    const devVars = required.devVars;
-    warnings.push(...required.warnings);
+    const data = parsed.ok ? parsed.value : undefined;
+    const required = onlyRequiredSecrets(path, data, found.ok ? found.devVars : undefined);
+    const fromEnv = withoutProcessEnvOverBindings(path, data, required.devVars);
+    const devVars = fromEnv.devVars;
+    warnings.push(...required.warnings, ...fromEnv.warnings);
     raw.push({ file: path, dir: dirname(configPath), data: parsed.ok ? parsed.value : undefined, devVars });
     if (!parsed.ok) issues.push(...parsed.issues);
     else {

@@ -33,11 +33,12 @@ export interface WorkerConfig {
   /** `vars` from the config, with the entries of its `.dev.vars` (or `.env` files) over them. */
   vars: Record<string, string | number | boolean | object>;
   /**
-   * Where the dev vars in `vars` came from, when a file was found: the absolute paths read, the
-   * names taken, and the names `secrets.required` left out. Names only: the values are secrets,
-   * and this is what may be logged.
+   * Where the dev vars in `vars` came from, when a file was found (or the environment was read): the
+   * absolute paths read, the names taken, the names `secrets.required` left out, and the names
+   * whose value is the environment's. Names only: the values are secrets, and this is what may
+   * be logged.
    */
-  devVars: { paths: string[]; names: string[]; leftOut: string[] } | undefined;
+  devVars: { paths: string[]; names: string[]; leftOut: string[]; fromEnvironment: string[] } | undefined;
   producers: ProducerConfig[];
   consumers: ConsumerConfig[];
   kvNamespaces: { binding: string; id: string }[];
@@ -69,7 +70,12 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     devVars:
       devVars === undefined
         ? undefined
-        : { paths: devVars.paths, names: [...devVars.values.keys()], leftOut: devVars.leftOut ?? [] },
+        : {
+            paths: devVars.paths,
+            names: [...devVars.values.keys()],
+            leftOut: devVars.leftOut ?? [],
+            fromEnvironment: devVars.fromProcessEnv ?? [],
+          },
     producers: queues.producers.map((p) => ({
       binding: p.binding,
       queue: p.queue,

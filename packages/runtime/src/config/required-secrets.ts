@@ -25,10 +25,12 @@ export function onlyRequiredSecrets(file: string, data: unknown, devVars: DevVar
   const kept = devVars === undefined ? undefined : keepOnly(devVars, listed);
   const missing = [...listed].filter((name) => !(kept?.values.has(name) ?? false));
   if (missing.length === 0) return { devVars: kept, warnings: [] };
+  const sources = [...new Set(devVars?.paths.map(devVarsKind) ?? [])];
+  if (devVars?.fromProcessEnv !== undefined) sources.push("the environment");
   const where =
-    devVars === undefined
+    sources.length === 0
       ? "there is no .dev.vars or .env file beside the config"
-      : `${missing.length === 1 ? "it is" : "they are"} not set in ${[...new Set(devVars.paths.map(devVarsKind))].join(" or ")}`;
+      : `${missing.length === 1 ? "it is" : "they are"} not set in ${sources.join(" or ")}`;
   const message = `${missing.join(", ")}: ${where}, so the Worker's env will not have ${missing.length === 1 ? "it" : "them"}`;
   return { devVars: kept, warnings: [{ file, path: "secrets.required", message }] };
 }
@@ -45,6 +47,8 @@ function requiredNames(data: unknown): string[] | undefined {
 function keepOnly(devVars: DevVars, listed: ReadonlySet<string>): DevVars {
   const values = new Map([...devVars.values].filter(([name]) => listed.has(name)));
   const lines = new Map([...devVars.lines].filter(([name]) => listed.has(name)));
-  const leftOut = [...devVars.values.keys()].filter((name) => !listed.has(name));
-  return { paths: devVars.paths, values, lines, leftOut };
+  // What the files set, not the environment's other variables: those were never asked for.
+  const leftOut = [...devVars.lines.keys()].filter((name) => !listed.has(name));
+  const fromProcessEnv = devVars.fromProcessEnv?.filter((name) => listed.has(name));
+  return { paths: devVars.paths, values, lines, leftOut, ...(fromProcessEnv === undefined ? {} : { fromProcessEnv }) };
 }
