@@ -429,6 +429,14 @@ describe("CLOUDFLARE_INCLUDE_PROCESS_ENV=true: the environment's variables join 
     });
   });
 
+  test("an empty environment value does not win over a file's, as in dotenv-expand", () => {
+    const files = memoryFiles({ [join("app", ".env")]: "TOKEN=from file" });
+    const env = { ...include, TOKEN: "" };
+    const [worker] = parseDeployment([config("app")], { fileExists: () => true, ...files, env }).workers;
+    expect(worker?.vars).toEqual({ ...include, TOKEN: "from file" });
+    expect(worker?.devVars?.fromEnvironment).toEqual(["CLOUDFLARE_INCLUDE_PROCESS_ENV"]);
+  });
+
   test("without any .env file the environment alone is taken; with .dev.vars, or .env switched off, it is not", () => {
     const files = memoryFiles({ [join("dev", ".dev.vars")]: "A=1" });
     const env = { ...include, TOKEN: "t" };

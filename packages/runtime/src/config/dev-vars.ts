@@ -113,14 +113,15 @@ function expandDotEnv(devVars: DevVars, processEnv: ProcessEnv | undefined): Con
   const parsed = Object.fromEntries(devVars.values);
   const env = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(processEnv ?? {})) if (value !== undefined) env[name] = value;
-  const fromProcessEnv = Object.keys(env);
+  // The library keeps an environment value over a file's only when it is not empty.
+  const fromProcessEnv = Object.keys(env).filter((name) => env[name] !== "" || !devVars.values.has(name));
   expand({ parsed, processEnv: env });
   if (processEnv === undefined) {
     for (const name of devVars.values.keys()) devVars.values.set(name, parsed[name]!);
     return [];
   }
   // The library leaves the result in `env`: the environment's variables first, then the files'.
-  // A name both set has the environment's value, so no file line stands for it any more.
+  // A name whose value is the environment's has no file line standing for it any more.
   devVars.values = new Map(Object.entries(env));
   for (const name of fromProcessEnv) devVars.lines.delete(name);
   devVars.fromProcessEnv = fromProcessEnv;

@@ -118,7 +118,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
     const fromEnv = withoutProcessEnvOverBindings(path, data, required.devVars);
     const devVars = fromEnv.devVars;
     warnings.push(...required.warnings, ...fromEnv.warnings);
-    raw.push({ file: path, dir: dirname(configPath), data: parsed.ok ? parsed.value : undefined, devVars });
+    raw.push({ file: path, dir: dirname(configPath), data, devVars });
     if (!parsed.ok) issues.push(...parsed.issues);
     else {
       warnings.push(...keyWarnings(path, parsed.value));
