@@ -20,6 +20,7 @@ import {
   type LimitedStatementName,
   type StatementName,
 } from "./sqlite-sql.ts";
+import { WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
 
@@ -40,11 +41,15 @@ export interface SqliteStoreOptions {
 }
 
 /**
- * Four times SQLite's default of 1,000 pages: a checkpoint holds the event loop while it copies
- * pages and flushes the file, and with a longer log the hot index pages are copied once for many
- * commits instead of once for each few.
+ * Four times SQLite's default of 1,000 pages: with a longer log the hot index pages are copied
+ * once for many commits instead of once for each few.
  */
 const checkpointWalBytesDefault = 16 * 1024 * 1024;
+/**
+ * Copies on the checkpointer's thread before the short one here: each copies what the writer added
+ * during the last, about half as much each time while a backlog was written as fast as possible.
+ */
+const backgroundCopiesMax = 4;
 /** 100 rows of 8 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
 
@@ -116,13 +121,18 @@ function messageBytes(row: NewMessage): number {
  * synchronous=OFF, WalSync flushes the WAL with fdatasync on the thread pool, and `durable()`
  * says when a commit is on disk. SQLite's automatic checkpoints are off (with synchronous=OFF
  * they would not flush the database file before reusing the log); the store checkpoints itself,
- * with synchronous=FULL for the checkpoint, once checkpointWalBytes of log await copying.
+ * with synchronous=FULL for the checkpoint, once checkpointWalBytes of log await copying: the bulk
+ * on the WalCheckpointer's thread, then what was committed meanwhile here, briefly.
  */
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
   private readonly walSync: WalSync | undefined;
   private walIndex: WalIndex | undefined;
   private readonly checkpointWalBytes: number;
+  /** The copy running on the checkpointer's thread, if one is. */
+  private backgroundCheckpoint: Promise<void> | undefined;
+  /** Whether the checkpointer's thread has a connection to this file, to be closed before ours. */
+  private checkpointerConnected = false;
   private readonly onBackgroundError: (error: unknown) => void;
   /** Multi-row INSERT statements by row count, prepared on first use. */
   private readonly insertStatements = new Map<number, Database.Statement>();
@@ -141,7 +151,10 @@ export class SqliteCellStore implements CellStore {
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
   private readonly stmt: Record<StatementName, Database.Statement>;
 
-  constructor(path: string, options: SqliteStoreOptions = {}) {
+  constructor(
+    private readonly path: string,
+    options: SqliteStoreOptions = {},
+  ) {
     this.db = new Database(path);
     this.db.pragma("journal_mode = WAL");
     const durability = options.durability ?? "full";
@@ -461,6 +474,9 @@ export class SqliteCellStore implements CellStore {
   }
 
   close(): void {
+    // Its connection first (after any copy it is running), so that ours is the last.
+    if (this.checkpointerConnected) WalCheckpointer.get().forget(this.path);
+    this.checkpointerConnected = false;
     if (this.db.open) {
       // The last connection's close checkpoints the log into the file and deletes it: with the
       // file flushed as well.
@@ -487,22 +503,53 @@ export class SqliteCellStore implements CellStore {
     }
   }
 
-  /** After a flush: once the log not yet copied passes the threshold, it is copied into the file. */
+  /**
+   * After a flush: once the log not yet copied passes the threshold, the checkpointer's thread
+   * copies it, again while commits meanwhile added much (it copies faster than a writer adds), and
+   * then this thread copies the little left with a RESTART, so the next commit starts the log
+   * again from its beginning. The thread's copies alone would never catch up with the end of a
+   * log under steady writes, and the log would only grow.
+   */
   private checkpointIfLarge(): void {
-    if (!this.db.open || this.db.inTransaction) return;
+    if (!this.db.open || this.db.inTransaction || this.backgroundCheckpoint !== undefined) return;
+    let size: number | undefined;
     try {
-      const size = this.walIndex?.uncheckpointedBytes();
-      if (size === undefined || size < this.checkpointWalBytes) return;
-      this.checkpoint();
+      size = this.walIndex?.uncheckpointedBytes();
     } catch (error) {
-      // Runs from a flush's callback, where a throw would end the process. Nothing committed is
-      // at risk: the log keeps it, and the next flush tries the checkpoint again.
-      this.onBackgroundError(
-        new CellError("ERR_STORAGE", `the queue's storage failed: checkpointing its log: ${(error as Error).message}`, {
-          cause: error,
-        }),
-      );
+      this.checkpointFailed(error);
+      return;
     }
+    if (size === undefined || size < this.checkpointWalBytes) return;
+    this.checkpointerConnected = true;
+    this.backgroundCheckpoint = this.copyInBackground(backgroundCopiesMax)
+      .then(() => {
+        // Closed meanwhile: its close copied the rest.
+        if (this.db.open) this.checkpoint();
+      })
+      .catch((error: unknown) => this.checkpointFailed(error))
+      .finally(() => {
+        this.backgroundCheckpoint = undefined;
+      });
+  }
+
+  /** Copies on the checkpointer's thread until little is left, or `copies` times. */
+  private async copyInBackground(copies: number): Promise<void> {
+    for (let i = 0; i < copies && this.db.open; i++) {
+      await WalCheckpointer.get().checkpoint(this.path);
+      if (!this.db.open || (this.walIndex?.uncheckpointedBytes() ?? 0) < this.checkpointWalBytes / 16) return;
+    }
+  }
+
+  /**
+   * Reported, not thrown: it runs after a flush, where a throw would end the process. Nothing
+   * committed is at risk: the log keeps it, and the next flush tries the checkpoint again.
+   */
+  private checkpointFailed(error: unknown): void {
+    this.onBackgroundError(
+      new CellError("ERR_STORAGE", `the queue's storage failed: checkpointing its log: ${(error as Error).message}`, {
+        cause: error,
+      }),
+    );
   }
 
   /** A file from before a column was added gets it now (see addedColumns). */
