@@ -475,7 +475,7 @@ export class SqliteCellStore implements CellStore {
 
   close(): void {
     // Its connection first (after any copy it is running), so that ours is the last.
-    if (this.checkpointerConnected) WalCheckpointer.get().forget(this.path);
+    if (this.checkpointerConnected) WalCheckpointer.forgetIfRunning(this.path);
     this.checkpointerConnected = false;
     if (this.db.open) {
       // The last connection's close checkpoints the log into the file and deletes it: with the
