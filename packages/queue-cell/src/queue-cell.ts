@@ -334,15 +334,9 @@ export class QueueCell {
   async expireLeasesOf(owner: number): Promise<number> {
     this.assertOpen();
     checkRange("owner", owner, 1, Number.MAX_SAFE_INTEGER, { integer: true });
-    return this.loop.submit((nowMs) => {
-      let ended = 0;
-      for (;;) {
-        const heads = this.store.leasedBy(owner, expirySliceRows);
-        for (const head of heads) this.failDelivery(head, nowMs, nowMs);
-        ended += heads.length;
-        if (heads.length < expirySliceRows) return ended;
-      }
-    });
+    return this.loop.submit((nowMs) =>
+      this.failLeasesInSlices(() => this.store.leasedBy(owner, expirySliceRows), () => nowMs, nowMs),
+    );
   }
 
   async ack(refs: readonly LeaseRef[]): Promise<SettleResult> {
@@ -576,12 +570,8 @@ export class QueueCell {
    */
   private maintain(nowMs: number): void {
     if (nowMs < this.maintenanceDueAt) return;
-    for (;;) {
-      const expired = this.store.expiredLeases(nowMs, expirySliceRows);
-      // An expired lease was a delivery that failed; the message is ready again from its end.
-      for (const head of expired) this.failDelivery(head, head.dueAt, nowMs);
-      if (expired.length < expirySliceRows) break;
-    }
+    // An expired lease was a delivery that failed; the message is ready again from its end.
+    this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
     this.store.sweepEnqueuedBefore(nowMs - retentionMs);
     const due = this.store.dueTimes();
     this.maintenanceDueAt = Math.min(
@@ -593,6 +583,24 @@ export class QueueCell {
   /** Something new can fall due at `atMs` (a lease's end, a row's retention). */
   private maintenanceDueBy(atMs: number): void {
     if (atMs < this.maintenanceDueAt) this.maintenanceDueAt = atMs;
+  }
+
+  /**
+   * Inside a group: fails the delivery of every lease `slice` returns, a slice of expirySliceRows
+   * at a time until one comes back short, each message ready again at `readyAt`. Returns how many.
+   */
+  private failLeasesInSlices(
+    slice: () => MessageHead[],
+    readyAt: (head: MessageHead) => number,
+    nowMs: number,
+  ): number {
+    let ended = 0;
+    for (;;) {
+      const heads = slice();
+      for (const head of heads) this.failDelivery(head, readyAt(head), nowMs);
+      ended += heads.length;
+      if (heads.length < expirySliceRows) return ended;
+    }
   }
 
   private leaseNow(nowMs: number, spec: Pick<WaiterSpec, "max" | "visibilityMs" | "owner">): LeasedMessage[] {
