@@ -46,8 +46,9 @@ export interface SqliteStoreOptions {
  */
 const checkpointWalBytesDefault = 16 * 1024 * 1024;
 /**
- * Copies on the checkpointer's thread before the short one here: each copies what the writer added
- * during the last, about half as much each time while a backlog was written as fast as possible.
+ * Copies on the checkpointer's thread, at most, before the short one here: each copies what the
+ * writer added during the last. While a backlog was written as fast as possible here, one copy of
+ * 16 MiB of log left under 1 MiB, so a second is rare.
  */
 const backgroundCopiesMax = 4;
 /** 100 rows of 8 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
@@ -521,7 +522,7 @@ export class SqliteCellStore implements CellStore {
     }
     if (size === undefined || size < this.checkpointWalBytes) return;
     this.checkpointerConnected = true;
-    this.backgroundCheckpoint = this.copyInBackground(backgroundCopiesMax)
+    this.backgroundCheckpoint = this.copyInBackground()
       .then(() => {
         // Closed meanwhile: its close copied the rest.
         if (this.db.open) this.checkpoint();
@@ -532,9 +533,9 @@ export class SqliteCellStore implements CellStore {
       });
   }
 
-  /** Copies on the checkpointer's thread until little is left, or `copies` times. */
-  private async copyInBackground(copies: number): Promise<void> {
-    for (let i = 0; i < copies && this.db.open; i++) {
+  /** Copies on the checkpointer's thread until little is left, or backgroundCopiesMax times. */
+  private async copyInBackground(): Promise<void> {
+    for (let i = 0; i < backgroundCopiesMax && this.db.open; i++) {
       await WalCheckpointer.get().checkpoint(this.path);
       if (!this.db.open || (this.walIndex?.uncheckpointedBytes() ?? 0) < this.checkpointWalBytes / 16) return;
     }
