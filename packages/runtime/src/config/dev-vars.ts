@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { expand } from "dotenv-expand";
 import { parseDotenv } from "./dotenv.ts";
-import type { ConfigIssue } from "./issues.ts";
+import { showValue, type ConfigIssue } from "./issues.ts";
 
 /**
  * Local secrets beside a config file, found as `wrangler dev` (4.x) finds them: `.dev.vars` in the
@@ -174,8 +174,7 @@ export function booleanSetting(
   if (value === undefined) return { ok: true, value: fallback };
   if (value.toLowerCase() === "true") return { ok: true, value: true };
   if (value.toLowerCase() === "false") return { ok: true, value: false };
-  const message = `must be "true" or "false", got ${JSON.stringify(value.length > 20 ? `${value.slice(0, 20)}…` : value)}`;
-  return { ok: false, issue: { file: "(environment)", path: variable, message } };
+  return { ok: false, issue: { file: "(environment)", path: variable, message: `must be "true" or "false", got ${showValue(value)}` } };
 }
 
 /** Whether `.env` files are read when there is no `.dev.vars` (default true). */
