@@ -8,6 +8,14 @@ const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
 const projects: Project[] = [];
 afterEach(() => projects.splice(0).forEach((p) => p.remove()));
 
+/** A project holding `files`, removed after the test. */
+function projectWith(files: Record<string, string>): Project {
+  const p = project();
+  projects.push(p);
+  p.write(files);
+  return p;
+}
+
 interface Run {
   output: () => string;
   exited: Promise<number | null>;
@@ -40,9 +48,7 @@ async function waitFor(r: Run, pattern: RegExp, ms = 30_000): Promise<RegExpMatc
 }
 
 test("a broken config starts nothing and names every error with file and key", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({
+  const p = projectWith({
     "wrangler.toml": `
 name = "app"
 main = "worker.js"
@@ -62,9 +68,7 @@ max_retries = -1
 });
 
 test("celld dev serves the Worker, queues survive SIGINT, and a restart carries on", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({
+  const p = projectWith({
     "wrangler.toml": `
 name = "app"
 main = "worker.js"
@@ -95,9 +99,7 @@ queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 });
 
 test("after kill -9 mid-batch, the next start redelivers the batch at once, counting the attempt", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({
+  const p = projectWith({
     "wrangler.toml": `
 name = "app"
 main = "worker.js"
@@ -132,9 +134,7 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
 });
 
 test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({
+  const p = projectWith({
     "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
     "worker.js": "export default { fetch() { return new Response('hi'); } };",
   });
@@ -165,9 +165,7 @@ test("unknown flags get the usage text", async () => {
 });
 
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({
+  const p = projectWith({
     "wrangler.toml": `
 name = "app"
 main = "worker.js"
