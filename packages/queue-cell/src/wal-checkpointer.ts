@@ -62,6 +62,8 @@ export class WalCheckpointer {
 
   /** Copies what it can of `path`'s log into the file, without waiting for its writer. */
   checkpoint(path: string): Promise<void> {
+    // A dead thread answers nothing: a caller still holding this instance is told at once.
+    if (this.dead) return Promise.reject(new Error("the checkpoint thread has stopped"));
     const id = this.nextId++;
     return new Promise<void>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });

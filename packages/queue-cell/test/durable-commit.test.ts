@@ -1,8 +1,10 @@
-import { statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } from "../src/index.ts";
+import type { Worker } from "node:worker_threads";
+import { WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
@@ -211,6 +213,60 @@ describe("durable commits (durability full)", () => {
     await cell.close();
     const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
     expect((await again.counts()).ready).toBe(500);
+    await again.close();
+  });
+});
+
+describe("the checkpoint thread", () => {
+  /** The process's checkpointer and its thread, read through its private fields. */
+  const running = (): { worker: Worker } | undefined =>
+    (WalCheckpointer as unknown as { shared?: { worker: Worker } }).shared;
+
+  it("is replaced at the next checkpoint after it dies; copies it held are failed, and nothing is lost", async () => {
+    const errors: unknown[] = [];
+    const path = join(tempDir(), "q.sqlite");
+    const store = new SqliteCellStore(path, {
+      durability: "full",
+      syncFile: (_fd, done) => setImmediate(() => done(null)),
+      checkpointWalBytes: 64 * 1024,
+      onBackgroundError: (error) => errors.push(error),
+    });
+    const cell = new QueueCell({ name: "q", store, clock: new ManualClock() });
+    const body = "x".repeat(4_000);
+    const index = WalIndex.open(`${path}-shm`);
+    try {
+      for (let i = 0; i < 100; i++) await cell.send([text(body)]);
+      await until(() => index.uncheckpointedBytes() < 64 * 1024, "the first checkpoint");
+      const first = WalCheckpointer.get();
+      expect(running()).toBe(first);
+
+      // A copy asked for as the thread dies is answered or failed, never left waiting.
+      const copy = first.checkpoint(path).then(
+        () => "copied",
+        (error: Error) => error.message,
+      );
+      await running()!.worker.terminate();
+      expect(await copy).toMatch(/^(copied|the checkpoint thread exited \(code \d+\))$/);
+      await until(() => running() === undefined, "the dead thread to be let go");
+      // A caller still holding the dead checkpointer is refused at once.
+      await expect(first.checkpoint(path)).rejects.toThrow("the checkpoint thread has stopped");
+
+      // The next checkpoint starts a new thread, and the log is bounded again.
+      for (let i = 0; i < 100; i++) await cell.send([text(body)]);
+      await until(() => index.uncheckpointedBytes() < 64 * 1024, "a checkpoint on a new thread");
+      expect(running()).toBeDefined();
+      expect(running()).not.toBe(first);
+      for (const error of errors) expect(isCellError(error, "ERR_STORAGE")).toBe(true);
+    } finally {
+      index.close();
+    }
+    expect((await cell.counts()).ready).toBe(200);
+    await cell.close();
+    // The dead thread's connection went with it: the writer's close was the last, so it copied
+    // the log into the file and removed it.
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect((await again.counts()).ready).toBe(200);
     await again.close();
   });
 });
