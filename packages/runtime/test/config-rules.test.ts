@@ -236,13 +236,17 @@ describe("warnings", () => {
     };
     const deployment = parseDeployment(files(config), everyFileExists);
     expect(deployment.warnings).toEqual([
-      { file: "w.json", path: "mian", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
       { file: "w.json", path: "env", message: "named environments are not supported; celld reads only the top-level keys" },
       { file: "w.json", path: "routes", message: "is a wrangler key celld ignores" },
       { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
       { file: "w.json", path: "constructor", message: "is not a key celld knows; ignored" },
       { file: "w.json", path: "queues.producers[0].remote", message: "is a wrangler key celld ignores" },
-      { file: "w.json", path: "queues.consumers[0].max_batch_sise", message: "is not a key celld knows; ignored" },
+      {
+        file: "w.json",
+        path: "queues.consumers[0].max_batch_sise",
+        message: 'is not a key celld knows; ignored (did you mean "max_batch_size"?)',
+      },
       { file: "w.json", path: "queues.pullers", message: "is not a key celld knows; ignored" },
     ]);
     expect(deployment.workers[0]?.consumers[0]?.maxBatchSize).toBe(limits.maxBatchSizeDefault);
@@ -251,6 +255,8 @@ describe("warnings", () => {
   test("a failed deployment still carries its warnings, since a typo often explains an error", () => {
     const error = failure(() => parseDeployment(files({ name: "w", mian: "x.js", main: undefined }), everyFileExists));
     expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);
-    expect(error.warnings).toEqual([{ file: "w.json", path: "mian", message: "is not a key celld knows; ignored" }]);
+    expect(error.warnings).toEqual([
+      { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
+    ]);
   });
 });

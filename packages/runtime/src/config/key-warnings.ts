@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { closestKey } from "./closest-key.ts";
 import { formatPath, type ConfigWarning } from "./issues.ts";
 import { isPlainObject } from "./raw.ts";
 import { workerFileSchema } from "./schema.ts";
@@ -45,6 +46,12 @@ const ignoredKeys: Record<string, Record<string, string>> = {
   "services[]": fill(tooling, ["environment", "remote"]),
 };
 
+/** A typo is the usual reason for an unknown key, so the key it was probably meant to be is named. */
+function unknownKeyMessage(key: string, keysHere: readonly string[]): string {
+  const meant = closestKey(key, keysHere);
+  return meant === undefined ? "is not a key celld knows; ignored" : `is not a key celld knows; ignored (did you mean "${meant}"?)`;
+}
+
 function fill(message: string, keys: string[]): Record<string, string> {
   return Object.fromEntries(keys.map((key) => [key, message]));
 }
@@ -52,10 +59,10 @@ function fill(message: string, keys: string[]): Record<string, string> {
 /** Every key in `value` (one parsed config file) that the schema does not name. */
 export function keyWarnings(file: string, value: unknown): ConfigWarning[] {
   const warnings: ConfigWarning[] = [];
-  walk(workerFileSchema, value, [], (path, key) => {
+  walk(workerFileSchema, value, [], (path, key, keysHere) => {
     const known = ignoredKeys[pattern(path)];
     const ignored = known !== undefined && Object.hasOwn(known, key) ? known[key] : undefined;
-    warnings.push({ file, path: formatPath([...path, key]), message: ignored ?? "is not a key celld knows; ignored" });
+    warnings.push({ file, path: formatPath([...path, key]), message: ignored ?? unknownKeyMessage(key, keysHere) });
   });
   return warnings;
 }
@@ -64,7 +71,7 @@ function walk(
   schema: z.ZodType,
   value: unknown,
   path: (string | number)[],
-  onUnknown: (path: (string | number)[], key: string) => void,
+  onUnknown: (path: (string | number)[], key: string, keysHere: readonly string[]) => void,
 ): void {
   const inner = unwrap(schema);
   if (inner instanceof z.ZodArray && Array.isArray(value)) {
@@ -75,7 +82,7 @@ function walk(
   const shape = inner.shape as Record<string, z.ZodType>;
   for (const [key, child] of Object.entries(value)) {
     // hasOwn: a key such as "constructor" must not find Object.prototype's member.
-    if (!Object.hasOwn(shape, key)) onUnknown(path, key);
+    if (!Object.hasOwn(shape, key)) onUnknown(path, key, Object.keys(shape));
     else walk(shape[key] as z.ZodType, child, [...path, key], onUnknown);
   }
 }
