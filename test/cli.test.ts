@@ -158,10 +158,18 @@ test("a port already in use is one clear error, before workerd starts, and the d
   expect(await again.exited).toBe(0);
 });
 
-test("unknown flags get the usage text", async () => {
+test("unknown flags and commands get the usage text, and the name they were probably meant to be", async () => {
   const r = run(["dev", "--nope"], process.cwd());
   expect(await r.exited).toBe(2);
+  expect(r.output()).toContain("celld: unknown option --nope\n");
   expect(r.output()).toContain("Usage: celld dev");
+  const typo = run(["devv"], process.cwd());
+  expect(await typo.exited).toBe(2);
+  expect(typo.output()).toContain('celld: unknown command "devv" (did you mean "dev"?)');
+  // parseArgs' other refusals are usage errors too, not stack traces.
+  const missing = run(["dev", "--port"], process.cwd());
+  expect(await missing.exited).toBe(2);
+  expect(missing.output()).toMatch(/^celld: --port needs a value\n\nUsage: celld dev/);
 });
 
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closestKey } from "../config/closest-key.ts";
 
 export interface DevArgs {
   configs: string[];
@@ -50,7 +51,7 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
   if (action !== "create" && action !== "list" && action !== "revoke") {
     throw new UsageError(`celld keys takes create, list or revoke, got ${action === undefined ? "nothing" : `"${action}"`}`);
   }
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseOptions({
     args: rest,
     options: {
       config: { type: "string", short: "c" },
@@ -95,7 +96,7 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
 }
 
 export function parseDevArgs(argv: string[], cwd: string): DevArgs {
-  const { values } = parseArgs({
+  const { values } = parseOptions({
     args: argv,
     options: {
       config: { type: "string", short: "c", multiple: true },
@@ -124,6 +125,36 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort: values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]),
   };
+}
+
+/**
+ * parseArgs, with its refusals turned into usage errors a user can act on: the option an unknown
+ * one was probably meant to be, and `-c` for a config file given without it (`wrangler dev`
+ * takes a script there, so the habit is common).
+ */
+function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const message = (error as Error).message;
+    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      const given = /'([^']+)'/.exec(message)?.[1] ?? "";
+      const names = Object.keys(config.options ?? {}).map((name) => `--${name}`);
+      const meant = closestKey(given, names);
+      throw new UsageError(`unknown option ${given}${meant === undefined ? "" : ` (did you mean ${meant}?)`}`);
+    }
+    if (code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") {
+      const given = /'([^']+)'/.exec(message)?.[1] ?? "";
+      const hint = /\.(toml|jsonc?)$/.test(given) ? `; to use it as the config, pass -c ${given}` : "";
+      throw new UsageError(`unexpected argument "${given}"${hint}`);
+    }
+    if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+      const option = /'(--?[\w-]+)/.exec(message)?.[1];
+      throw new UsageError(option === undefined ? message : `${option} needs a value`);
+    }
+    throw error;
+  }
 }
 
 function port(flag: string, text: string): number {

@@ -1,8 +1,11 @@
 import { isBundleError, formatBundleMessage } from "../bundle.ts";
 import { ApiError } from "../api/index.ts";
 import { UsageError, parseDevArgs, parseKeysArgs, usage } from "./args.ts";
+import { closestKey } from "../config/closest-key.ts";
 import { dev } from "./dev.ts";
 import { keys } from "./keys.ts";
+
+const commands = ["dev", "keys", "help"];
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -17,15 +20,17 @@ async function main(argv: string[]): Promise<number> {
     case "-h":
       console.log(usage);
       return command === undefined ? 1 : 0;
-    default:
-      throw new UsageError(`unknown command "${command}"`);
+    default: {
+      const meant = closestKey(command, commands);
+      throw new UsageError(`unknown command "${command}"${meant === undefined ? "" : ` (did you mean "${meant}"?)`}`);
+    }
   }
 }
 
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
-  if (error instanceof UsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+  if (error instanceof UsageError) {
     console.error(`celld: ${(error as Error).message}\n\n${usage}`);
     process.exitCode = 2;
   } else if ((error as { code?: string }).code === "ERR_ADDRESS_IN_USE") {
