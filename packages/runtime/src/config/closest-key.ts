@@ -1,8 +1,9 @@
 /**
- * The known key a misspelt one was probably meant to be, for the unknown-key warning. Only a
- * near miss is named: the same key in another case or word separator (`maxBatchSize` for
- * `max_batch_size`), or one edit away (two for longer keys), counting a swap of neighbouring
- * letters as one edit (`mian` for `main`). With no such key, or two equally near, none.
+ * The known name a misspelt one was probably meant to be: for the unknown-key warning, and for
+ * the CLI's unknown options and commands. Only a near miss is named: the same name in another
+ * case or word separator (`maxBatchSize` for `max_batch_size`), or one edit away (two for names
+ * over four characters), counting a swap of neighbouring letters as one edit (`mian` for
+ * `main`). With no such name, or two equally near, none.
  */
 export function closestKey(key: string, known: readonly string[]): string | undefined {
   const squashed = squash(key);
