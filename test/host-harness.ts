@@ -49,7 +49,7 @@ export interface RunningHost {
 export async function runHost(
   configs: string[],
   dataDir: string,
-  options: { wallTimeSeconds?: number; clock?: ManualClock } = {},
+  options: { wallTimeSeconds?: number; clock?: ManualClock; batchBytesInFlightMax?: number } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
   const log = new MemoryHostLog();
@@ -62,6 +62,7 @@ export async function runHost(
     log,
     durability: "normal",
     consumerWallTimeSeconds: options.wallTimeSeconds ?? 30,
+    consumerBatchBytesInFlightMax: options.batchBytesInFlightMax,
     onBatch: (report) => batches.push(report),
   });
   return {

@@ -31,8 +31,14 @@ ${consumer}
   return { p, config };
 }
 
-async function start(config: string, dataDir: string, wallTimeSeconds = 60, clock?: ManualClock): Promise<RunningHost> {
-  const h = await runHost([config], dataDir, { wallTimeSeconds, clock });
+async function start(
+  config: string,
+  dataDir: string,
+  wallTimeSeconds = 60,
+  clock?: ManualClock,
+  batchBytesInFlightMax?: number,
+): Promise<RunningHost> {
+  const h = await runHost([config], dataDir, { wallTimeSeconds, clock, batchBytesInFlightMax });
   hosts.push(h);
   return h;
 }
@@ -65,6 +71,21 @@ test("a handler that never finishes holds its lease for the wall time, then coun
     const c = await jobs.counts();
     return c.ready + c.leased + c.delayed + c.dead === 0 ? true : undefined;
   }, "the message to be deleted");
+});
+
+test("large messages: batches stop starting while those running hold the host's budget of bytes", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]`);
+  const h = await start(config, p.dataDir, 60, undefined, 3_000);
+  // Each body is a little over 1,000 bytes of JSON: three batches reach the budget.
+  for (let i = 0; i < 6; i++) await send(h, { tag: "big", mode: "gate", pad: "x".repeat(1_000) });
+  const seen = await h.cell("seen");
+  await eventually(async () => ((await seen.counts()).ready >= 3 ? true : undefined), "three batches to start");
+  await new Promise((r) => setTimeout(r, 300));
+  expect((await seen.counts()).ready).toBe(3);
+  expect(await (await h.cell("jobs")).counts()).toMatchObject({ leased: 3, ready: 3 });
+  await h.fetch("/open-gate", { method: "POST" });
+  await eventually(async () => ((await seen.counts()).ready === 6 ? true : undefined), "the other three");
+  await eventually(async () => ((await (await h.cell("jobs")).counts()).leased === 0 ? true : undefined), "every batch settled");
 });
 
 test("a message that keeps failing, with no dead_letter_queue, is deleted after max_retries", async () => {

@@ -1,6 +1,7 @@
 import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
 import { resolveBatchOutcome, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
+import { InFlightBudget } from "./in-flight-budget.ts";
 
 export interface ConsumerSettings {
   queue: string;
@@ -52,6 +53,11 @@ export interface ConsumerDispatcherOptions {
    * next start can end them at once (QueueCell.expireLeasesOf). 0 records nobody.
    */
   leaseOwner?: number;
+  /**
+   * Body bytes in unsettled batches, shared with the host's other consumers. Without one, the
+   * dispatcher has a budget of its own of limits.consumerBatchBytesInFlightMax.
+   */
+  budget?: InFlightBudget;
 }
 
 // A lease outlives the batch window and the wall time, so only a crashed host lets it run out;
@@ -61,7 +67,8 @@ const leaseSlackSeconds = 60;
 /**
  * Turns a queue's leases into queue() invocations: up to max_batch_size messages, delivered when
  * the batch is full or max_batch_timeout after its first message became available, with at most
- * max_concurrency batches running at once. Each result is settled by the precedence rules of
+ * max_concurrency batches running at once (fewer while the host's batches hold more message bytes
+ * than their budget: see InFlightBudget). Each result is settled by the precedence rules of
  * resolveBatchOutcome; a handler that outlives the wall time counts as a failed delivery.
  */
 export class ConsumerDispatcher {
@@ -73,6 +80,7 @@ export class ConsumerDispatcher {
   private readonly onBatch: ((report: BatchReport) => void) | undefined;
   private readonly leaseOwner: number;
   private readonly visibilitySeconds: number;
+  private readonly budget: InFlightBudget;
   private running = false;
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
@@ -90,6 +98,7 @@ export class ConsumerDispatcher {
     this.log = options.log ?? consoleLog;
     this.onBatch = options.onBatch;
     this.leaseOwner = options.leaseOwner ?? 0;
+    this.budget = options.budget ?? new InFlightBudget(limits.consumerBatchBytesInFlightMax);
     this.visibilitySeconds = Math.min(
       limits.visibilityTimeoutSecondsMax,
       Math.ceil(this.settings.maxBatchTimeoutSeconds + this.settings.wallTimeSeconds + leaseSlackSeconds),
@@ -133,13 +142,24 @@ export class ConsumerDispatcher {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
       }
+      if (this.inFlight.size > 0 && this.budget.full) {
+        // Woken by a batch of its own settling (and by stop()), or by room another consumer gave.
+        await new Promise<void>((resolve) => {
+          this.slotFreed = resolve;
+          this.budget.whenRoom(resolve);
+        });
+        continue;
+      }
       const batch = await this.collectBatch();
       if (batch.length === 0) continue;
       if (!this.running) {
         await this.releaseBatch(batch);
         break;
       }
+      const bytes = batch.reduce((sum, m) => sum + m.body.byteLength, 0);
+      this.budget.take(bytes);
       const delivery = this.deliver(batch).finally(() => {
+        this.budget.give(bytes);
         this.inFlight.delete(delivery);
         this.slotFreed?.();
       });

@@ -18,3 +18,4 @@ export {
   type BatchReport,
   type DispatcherLog,
 } from "./consumer-dispatcher.ts";
+export { InFlightBudget } from "./in-flight-budget.ts";

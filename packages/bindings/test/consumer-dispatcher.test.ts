@@ -10,6 +10,7 @@ import { afterEach, beforeEach, expect, test } from "vitest";
 import { CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
 import { ConsumerDispatcher, type ConsumerSettings } from "../src/consumer-dispatcher.ts";
 import type { BatchMessage } from "../src/consumer-message.ts";
+import { InFlightBudget } from "../src/in-flight-budget.ts";
 
 let dir: string;
 let clock: ManualClock;
@@ -96,3 +97,96 @@ test("with max_batch_timeout 0 each message goes at once, in a batch of what is 
   expect(batches[0]).toEqual(["a"]);
   expect(batches.every((b) => b.length <= 3)).toBe(true);
 });
+
+/** A dispatcher on `queue` whose handler holds each batch until the test lets it go. */
+async function holding(queue: string, budget: InFlightBudget, settings: Partial<ConsumerSettings>) {
+  const cell = await registry.open(queue);
+  const held: Array<() => void> = [];
+  const d = new ConsumerDispatcher({
+    cell,
+    clock,
+    budget,
+    settings: { queue, maxBatchSize: 1, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900, ...settings },
+    invoke: () =>
+      new Promise((resolve) =>
+        held.push(() => resolve({ outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] })),
+      ),
+    log: { info: () => {}, warn: () => {}, error: () => {} },
+  });
+  extra.push(d);
+  d.start();
+  return { cell, held, dispatcher: d };
+}
+const extra: ConsumerDispatcher[] = [];
+afterEach(async () => {
+  await Promise.all(extra.splice(0).map((d) => d.stop()));
+});
+
+const bodyOf = (bytes: number): string => "x".repeat(bytes);
+
+test("batches stop starting once the bytes in flight reach the budget, and start again as they settle", async () => {
+  const budget = new InFlightBudget(3_000);
+  const { cell, held, dispatcher: d } = await holding("big", budget, { maxConcurrency: 10 });
+  await send(cell, ...Array.from({ length: 8 }, () => bodyOf(1_000)));
+  await settle();
+  // 0, 1,000 and 2,000 bytes in flight were under the budget; at 3,000 the next waits, unleased.
+  expect(d.batchesInFlight).toBe(3);
+  expect(budget.bytes).toBe(3_000);
+  expect(await cell.counts()).toMatchObject({ leased: 3, ready: 5 });
+  held.shift()!();
+  await settle();
+  expect(d.batchesInFlight).toBe(3);
+  expect(await cell.counts()).toMatchObject({ leased: 3, ready: 4 });
+  while (held.length > 0) {
+    held.shift()!();
+    await settle();
+  }
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  expect(budget.bytes).toBe(0);
+});
+
+test("a batch larger than the whole budget still runs, alone", async () => {
+  const budget = new InFlightBudget(500);
+  const { cell, held, dispatcher: d } = await holding("huge", budget, { maxBatchSize: 2 });
+  await send(cell, bodyOf(1_000), bodyOf(1_000), bodyOf(1_000));
+  await settle();
+  expect(d.batchesInFlight).toBe(1);
+  expect(budget.bytes).toBe(2_000);
+  held.shift()!();
+  await settle();
+  expect(d.batchesInFlight).toBe(1);
+  held.shift()!();
+  await settle();
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+});
+
+test("consumers share one budget; one with nothing running still starts a batch, and is woken by another's room", async () => {
+  const budget = new InFlightBudget(2_000);
+  const big = await holding("big", budget, {});
+  await send(big.cell, bodyOf(1_000), bodyOf(1_000), bodyOf(1_000));
+  await settle();
+  expect(big.dispatcher.batchesInFlight).toBe(2);
+  // The budget is full, but "small" runs nothing yet: it may start one batch, and only one.
+  const small = await holding("small", budget, {});
+  await send(small.cell, "a", "b");
+  await settle();
+  expect(small.dispatcher.batchesInFlight).toBe(1);
+  expect(await small.cell.counts()).toMatchObject({ leased: 1, ready: 1 });
+  // Room that "big" gives wakes "small", which takes its next batch before "big" takes its third.
+  big.held.shift()!();
+  await settle();
+  expect(small.dispatcher.batchesInFlight).toBe(2);
+  expect(await small.cell.counts()).toMatchObject({ leased: 2, ready: 0 });
+});
+
+test("stop() ends a wait for room at once", async () => {
+  const budget = new InFlightBudget(1_000);
+  const { cell, held, dispatcher: d } = await holding("big", budget, {});
+  await send(cell, bodyOf(1_000), bodyOf(1_000));
+  await settle();
+  expect(d.batchesInFlight).toBe(1);
+  // Its running batch never settles: only stop() can end the wait (and it hands the batch back).
+  await d.stop();
+  expect(held).toHaveLength(1);
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 2 });
+}, 10_000);

@@ -30,6 +30,13 @@ export const limits = {
   maxRetriesDefault: 3,
   maxConcurrencyMin: 1,
   maxConcurrencyMax: 250,
+  /**
+   * celld's own: message body bytes in a host's leased, unsettled consumer batches, above which
+   * its consumers start no further batch (each may still run one). All of a consumer's batches
+   * share one workerd isolate, which Cloudflare spreads over many: 250 batches of 100 messages of
+   * 128 KB would be 3.2 GB there. 25,000 messages of 1 KB stay well under it.
+   */
+  consumerBatchBytesInFlightMax: 64 * 1024 * 1024,
   /** A consumer invocation's wall time on Cloudflare; a hung handler's lease runs this long. */
   consumerWallTimeSecondsDefault: 900,
 

@@ -30,6 +30,8 @@ export interface HostOptions {
   cellIdleCloseMs?: number;
   /** Consumer wall-time limit in seconds (15 minutes unless a test sets less). */
   consumerWallTimeSeconds?: number;
+  /** Body bytes all consumers' unsettled batches may hold (limits.consumerBatchBytesInFlightMax). */
+  consumerBatchBytesInFlightMax?: number;
   onBatch?: (report: BatchReport) => void;
 }
 
@@ -72,6 +74,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       clock,
       log,
       wallTimeSeconds: options.consumerWallTimeSeconds,
+      batchBytesInFlightMax: options.consumerBatchBytesInFlightMax,
       onBatch: options.onBatch,
       dataDir: options.dataDir,
     }),

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { ConsumerDispatcher, nodeProducerHandler, type BatchReport } from "@celld/bindings";
+import { ConsumerDispatcher, InFlightBudget, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -17,6 +17,8 @@ export interface QueuesPluginOptions {
   log: HostLog;
   /** A consumer invocation's wall-time limit; Cloudflare's 15 minutes unless a test says less. */
   wallTimeSeconds?: number;
+  /** Body bytes every consumer's unsettled batches may hold together (see InFlightBudget). */
+  batchBytesInFlightMax?: number;
   /** The host's data directory (locked by it): the producer socket goes in its `run/`. */
   dataDir?: string;
   onBatch?: (report: BatchReport) => void;
@@ -98,6 +100,8 @@ export class QueuesPlugin implements HostPlugin {
     if (this.bindings.size === 0) return;
     const client = new QueueDispatchClient(await context.directUrl(queueDispatchWorkerName));
     this.client = client;
+    // One budget for all consumers: they share this host's memory.
+    const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         const cell = await registry.open(consumer.queue);
@@ -114,6 +118,7 @@ export class QueuesPlugin implements HostPlugin {
           cell,
           clock,
           leaseOwner: hostLeaseOwner,
+          budget,
           invoke: client.invoker(this.bindings.get(worker.name)!),
           log,
           settings: {
