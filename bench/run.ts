@@ -1,16 +1,19 @@
 /**
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
- * `npm run bench host` or `npm run bench api`. Each prints absolute figures and a ratio against a baseline measured in
- * the same run. Not a test: nothing here fails on a slow machine.
+ * `npm run bench host`, `npm run bench api` or `npm run bench memory`. Each prints absolute
+ * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
+ * on a slow machine.
  */
 import { runCellBench } from "../packages/queue-cell/bench/cell-bench.ts";
 import { runApiBench } from "./api-bench.ts";
 import { runHostBench } from "./host-bench.ts";
+import { runMemoryBench } from "./memory-bench.ts";
 
 const benches: Record<string, () => Promise<void>> = {
   cell: () => runCellBench(),
   host: () => runHostBench(),
   api: async () => (await runApiBench()).forEach((line) => console.log(line)),
+  memory: () => runMemoryBench(),
 };
 const only = process.argv[2];
 if (only !== undefined && !Object.hasOwn(benches, only)) {
