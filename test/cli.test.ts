@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -17,6 +18,7 @@ function projectWith(files: Record<string, string>): Project {
 }
 
 interface Run {
+  pid: number;
   output: () => string;
   exited: Promise<number | null>;
   kill: (signal: NodeJS.Signals) => void;
@@ -30,6 +32,7 @@ function run(args: string[], cwd: string, options: { detached?: boolean } = {}):
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
   return {
+    pid: proc.pid!,
     output: () => output,
     exited: new Promise((resolve) => proc.on("exit", (code) => resolve(code))),
     kill: (signal) => proc.kill(signal),
@@ -157,6 +160,61 @@ test("a port already in use is one clear error, before workerd starts, and the d
   again.kill("SIGTERM");
   expect(await again.exited).toBe(0);
 });
+
+test.runIf(process.platform === "linux")("celld dev stops, with exit code 1, when its workerd exits under it, and loses no message", async () => {
+  const p = projectWith({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
+`,
+    "worker.js": `export default {
+  async fetch(req, env) {
+    if (req.method === "POST") { await env.JOBS.send({ n: 1 }); return new Response("queued"); }
+    return Response.json(await env.JOBS.metrics());
+  },
+  async queue(batch) {},
+};`,
+  });
+  const r = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
+  // Leased into a batch that waits out its 60 s window; workerd dies before it is delivered.
+  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
+  const workerd = childrenOf(r.pid).filter((c) => c.name.startsWith("workerd"));
+  expect(workerd.length).toBeGreaterThan(0);
+  for (const c of workerd) process.kill(c.pid, "SIGKILL");
+  expect(await r.exited).toBe(1);
+  expect(r.output()).toContain("workerd (the Workers runtime) exited unexpectedly");
+  expect(r.output()).toContain("stopped");
+
+  // The message is still in its queue after a restart.
+  const again = run(["dev", "--port", "0"], p.dir);
+  const [, url2] = await waitFor(again, /listening on (http:\/\/\S+)/);
+  const metrics = (await (await fetch(url2!)).json()) as { backlogCount: number };
+  expect(metrics.backlogCount).toBe(1);
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
+  // A stop celld asked for is not reported as a crash.
+  expect(again.output()).not.toContain("exited unexpectedly");
+});
+
+/** Processes whose parent is `pid`, from /proc. */
+function childrenOf(pid: number): Array<{ pid: number; name: string }> {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((entry) => {
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+        const close = stat.lastIndexOf(")");
+        const parent = Number(stat.slice(close + 2).split(" ")[1]);
+        return parent === pid ? [{ pid: Number(entry), name: stat.slice(stat.indexOf("(") + 1, close) }] : [];
+      } catch {
+        return [];
+      }
+    });
+}
 
 test("unknown flags and commands get the usage text, and the name they were probably meant to be", async () => {
   const r = run(["dev", "--nope"], process.cwd());

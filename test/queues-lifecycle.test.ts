@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isConfigError } from "../packages/runtime/src/config/index.ts";
 import { ManualClock } from "@celld/queue-cell";
@@ -182,4 +182,48 @@ test("a handler's console output and its thrown error, with its stack, reach the
   expect(lines).toContain("stdout: handler says: hello from queue()");
   expect(lines).toMatch(/stderr: \[celld\] queue\(\) handler for "jobs" threw: Error: handler failed on purpose/);
   expect(lines).toMatch(/at Object\.queue/);
+});
+
+/** The workerd processes this test process started (Miniflare spawns them as its children). */
+function ownWorkerdPids(): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((entry) => {
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+        const close = stat.lastIndexOf(")");
+        const name = stat.slice(stat.indexOf("(") + 1, close);
+        const parent = Number(stat.slice(close + 2).split(" ")[1]);
+        return name.startsWith("workerd") && parent === process.pid ? [Number(entry)] : [];
+      } catch {
+        return [];
+      }
+    });
+}
+
+test.runIf(process.platform === "linux")("workerd gone: waiting messages keep their retries, and the consumer backs off", async () => {
+  const { p, config } = app(
+    `queues.consumers = [{ queue = "jobs", max_batch_size = 10, max_batch_timeout = 0, max_retries = 1, dead_letter_queue = "dead" }]`,
+  );
+  const h = await start(config, p.dataDir);
+  const pids = ownWorkerdPids();
+  expect(pids.length).toBeGreaterThan(0);
+  for (const pid of pids) process.kill(pid, "SIGKILL");
+  // Once the host has seen workerd's output close, workerd is gone and so are its sockets: a
+  // batch sent before that could still be accepted, and then cut off (which counts).
+  await eventually(
+    () => (h.log.lines.some((l) => l.includes("workerd (the Workers runtime) exited unexpectedly")) ? true : undefined),
+    "the host to notice workerd's exit",
+  );
+  const jobs = await h.cell("jobs");
+  await jobs.send([1, 2, 3].map((n) => ({ body: new TextEncoder().encode(JSON.stringify({ n })), contentType: "json" })));
+  await eventually(() => (h.log.lines.some((l) => l.includes("could not be run")) ? true : undefined), "a failed invocation");
+  // Counted as deliveries, two failures would have used up max_retries = 1 within milliseconds.
+  await new Promise((r) => setTimeout(r, 500));
+  expect(await jobs.counts()).toMatchObject({ ready: 3, leased: 0, dead: 0 });
+  expect((await (await h.cell("dead")).counts()).ready).toBe(0);
+  const leased = await jobs.lease({ max: 10 });
+  expect(leased.map((m) => m.deliveries)).toEqual([1, 1, 1]);
+  expect(h.log.lines.filter((l) => l.includes("could not be run"))).toHaveLength(1);
+  expect(h.log.lines.filter((l) => l.includes("workerd (the Workers runtime) exited unexpectedly"))).toHaveLength(1);
 });

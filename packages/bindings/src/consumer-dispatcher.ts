@@ -17,13 +17,22 @@ export interface ConsumerSettings {
  * Runs the consumer script's queue() handler on one batch (in the host: through the queue
  * dispatch Worker, with Fetcher.queue). The messages are as leased, bodies still encoded: how
  * they reach the Worker is the invoker's business, and toConsumerMessage is how they must look
- * when they do. A rejection means the handler could not be run at all.
+ * when they do. A rejection means no result came back: a BatchNotDeliveredError when the batch
+ * certainly never reached workerd, anything else when it may have run (workerd died under it).
  */
 export type QueueInvoker = (
   queue: string,
   messages: readonly BatchMessage[],
   metadata: BatchMetadata,
 ) => Promise<QueueHandlerResult>;
+
+/**
+ * What an invoker throws when the batch never reached the Worker (workerd refused the connection:
+ * it is gone, or not started). No handler ran, so no delivery is counted.
+ */
+export class BatchNotDeliveredError extends Error {
+  override readonly name = "BatchNotDeliveredError";
+}
 
 export interface DispatcherLog {
   info(message: string): void;
@@ -64,6 +73,9 @@ export interface ConsumerDispatcherOptions {
 // a live dispatcher settles or retries every message itself before then.
 const leaseSlackSeconds = 60;
 
+/** After a batch whose handler could not be run at all, the wait before the next, doubling. */
+const unreachableBackoffMs = { first: 1_000, max: 30_000 } as const;
+
 /**
  * Turns a queue's leases into queue() invocations: up to max_batch_size messages, delivered when
  * the batch is full or max_batch_timeout after its first message became available, with at most
@@ -89,6 +101,9 @@ export class ConsumerDispatcher {
   private readonly unsettled = new Set<LeasedMessage[]>();
   private stopping = false;
   private slotFreed: (() => void) | undefined;
+  /** 0 while invocations reach the Worker; else the wait after the last that could not. */
+  private backoffMs = 0;
+  private pausedUntil = 0;
 
   constructor(options: ConsumerDispatcherOptions) {
     this.cell = options.cell;
@@ -142,6 +157,18 @@ export class ConsumerDispatcher {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
       }
+      if (this.pausedUntil > this.clock.now()) {
+        // The last invocation never reached the handler: wait before leasing again (stop() and
+        // batches settling end the wait early; the loop then looks again).
+        await new Promise<void>((resolve) => {
+          const cancel = this.clock.schedule(this.pausedUntil, resolve);
+          this.slotFreed = () => {
+            cancel();
+            resolve();
+          };
+        });
+        continue;
+      }
       if (this.inFlight.size > 0 && this.budget.full) {
         // Woken by a batch of its own settling (and by stop()), or by room another consumer gave.
         await new Promise<void>((resolve) => {
@@ -155,6 +182,12 @@ export class ConsumerDispatcher {
       if (!this.running) {
         await this.releaseBatch(batch);
         break;
+      }
+      if (this.pausedUntil > this.clock.now()) {
+        // A batch failed to reach the handler while this one was being leased (quite likely the
+        // very messages it handed back): it goes back too, and the loop waits out the pause.
+        await this.releaseBatch(batch);
+        continue;
       }
       const bytes = batch.reduce((sum, m) => sum + m.body.byteLength, 0);
       this.budget.take(bytes);
@@ -202,6 +235,7 @@ export class ConsumerDispatcher {
     const { queue } = this.settings;
     this.unsettled.add(batch);
     let result: QueueHandlerResult | "wall-time" | "failed";
+    let failure: unknown;
     let cancelTimer = (): void => {};
     try {
       const metrics = await this.cell.backlogMetrics();
@@ -219,21 +253,38 @@ export class ConsumerDispatcher {
       });
       result = await Promise.race([this.invoke(queue, batch, metadata), wallTime]);
     } catch (error) {
-      // While stopping, workerd going away is expected (Ctrl-C reaches it too): the batch is
-      // handed back below, and that is not an error worth a stack trace.
-      if (this.running) this.log.error(`queue "${queue}": the queue() handler could not be run`, error);
+      failure = error;
       result = "failed";
     } finally {
       cancelTimer();
     }
     if (this.stopping || !this.unsettled.has(batch)) return;
-    if (result === "failed" && !this.running) {
-      // Shutting down took workerd with it: not the handler's failure, so the batch goes back
-      // uncounted.
+    if (result === "failed" && (failure instanceof BatchNotDeliveredError || !this.running)) {
+      // No handler ran: workerd is gone or not reachable, or shutting down took it with it
+      // (Ctrl-C reaches it too). Not the messages' failure. Counted as one, an outage would use
+      // up every waiting message's retries in seconds and dead-letter or delete them unread; the
+      // batch goes back uncounted instead, and while running this consumer waits before its next.
+      // (A batch that was running when workerd died is counted below: it may be what killed it.)
+      if (this.running) {
+        // Set before the release: the loop's lease may be waiting, and would take them at once.
+        this.backoffMs = Math.min(unreachableBackoffMs.max, this.backoffMs === 0 ? unreachableBackoffMs.first : this.backoffMs * 2);
+        this.pausedUntil = this.clock.now() + this.backoffMs;
+      }
       await this.releaseBatch(batch);
-      this.log.info(`queue "${queue}": ${batch.length} message(s) in flight at shutdown handed back`);
+      if (!this.running) {
+        // Shutting down took workerd with it (Ctrl-C reaches it too): expected, no stack trace.
+        this.log.info(`queue "${queue}": ${batch.length} message(s) in flight at shutdown handed back`);
+        return;
+      }
+      this.log.error(
+        `queue "${queue}": the queue() handler could not be run; its ${batch.length} message(s) are back in the queue, ` +
+          `their attempt not counted; the next batch in ${this.backoffMs / 1000} s`,
+        failure,
+      );
+      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome: "failed" });
       return;
     }
+    if (result !== "failed") this.backoffMs = 0;
     this.unsettled.delete(batch);
 
     const ids = batch.map((m) => m.id);
@@ -247,7 +298,13 @@ export class ConsumerDispatcher {
       nacks: settlement.retries.map((r) => ({ id: r.id, leaseGeneration: generation.get(r.id)!, delaySeconds: r.delaySeconds })),
     });
     const fate = failedFate(batch.length, settled.retried, settled.deadLettered);
-    if (result === "wall-time") {
+    if (result === "failed") {
+      this.log.error(
+        `queue "${queue}": the queue() handler did not answer (workerd may have ended while it ran) ` +
+          `and counts as a failed delivery; ${fate}`,
+        failure,
+      );
+    } else if (result === "wall-time") {
       this.log.warn(
         `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s ` +
           `and counts as a failed delivery; ${fate}`,

@@ -11,6 +11,7 @@ export { toConsumerMessage, type ConsumerMessage, type BatchMessage, type BatchM
 export { encodeBatch, BatchFrameError, type BatchFrame } from "./batch-wire.ts";
 export { queueDispatchWorkerEntry } from "./queue-dispatch-entry.ts";
 export {
+  BatchNotDeliveredError,
   ConsumerDispatcher,
   type ConsumerDispatcherOptions,
   type ConsumerSettings,

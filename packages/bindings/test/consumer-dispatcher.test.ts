@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, test } from "vitest";
 import { CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
-import { ConsumerDispatcher, type ConsumerSettings } from "../src/consumer-dispatcher.ts";
+import { BatchNotDeliveredError, ConsumerDispatcher, type ConsumerSettings } from "../src/consumer-dispatcher.ts";
 import type { BatchMessage } from "../src/consumer-message.ts";
 import { InFlightBudget } from "../src/in-flight-budget.ts";
 
@@ -190,3 +190,74 @@ test("stop() ends a wait for room at once", async () => {
   expect(held).toHaveLength(1);
   expect(await cell.counts()).toMatchObject({ leased: 0, ready: 2 });
 }, 10_000);
+
+test("a handler that could not be run costs no attempt: the batch goes back and the consumer backs off", async () => {
+  // One delivery allowed, then deletion: counted as deliveries, the failures would delete the message.
+  const cell = await registry.open("jobs", { maxDeliveries: 1, deadLetter: { kind: "delete" } });
+  const invoked: Array<{ at: number; attempts: number[] }> = [];
+  let unreachable = 2;
+  const errors: string[] = [];
+  dispatcher = new ConsumerDispatcher({
+    cell,
+    clock,
+    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+    invoke: async (_queue, messages) => {
+      invoked.push({ at: clock.now(), attempts: messages.map((m) => m.deliveries) });
+      if (unreachable-- > 0) throw new BatchNotDeliveredError("connect ECONNREFUSED 127.0.0.1:1");
+      return { outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
+    },
+    log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
+  });
+  dispatcher.start();
+  const start = clock.now();
+  await send(cell, "a");
+  await settle();
+  expect(invoked).toEqual([{ at: start, attempts: [1] }]);
+  expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+  expect(errors).toEqual([
+    'queue "jobs": the queue() handler could not be run; its 1 message(s) are back in the queue, their attempt not counted; the next batch in 1 s',
+  ]);
+
+  clock.advance(999);
+  await settle();
+  expect(invoked).toHaveLength(1);
+  clock.advance(1);
+  await settle();
+  // Still its first attempt; the wait doubles.
+  expect(invoked[1]).toEqual({ at: start + 1_000, attempts: [1] });
+  expect(errors[1]).toMatch(/the next batch in 2 s$/);
+  clock.advance(1_999);
+  await settle();
+  expect(invoked).toHaveLength(2);
+  clock.advance(1);
+  await settle();
+  expect(invoked[2]).toEqual({ at: start + 3_000, attempts: [1] });
+  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
+});
+
+test("a batch whose answer never came (workerd died while it ran) counts as a failed delivery", async () => {
+  const cell = await registry.open("jobs", { maxDeliveries: 2, deadLetter: { kind: "delete" } });
+  const attempts: number[][] = [];
+  const errors: string[] = [];
+  dispatcher = new ConsumerDispatcher({
+    cell,
+    clock,
+    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+    invoke: async (_queue, messages) => {
+      attempts.push(messages.map((m) => m.deliveries));
+      // What undici says when the other side closes mid-request: the handler may have run.
+      throw Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" });
+    },
+    log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
+  });
+  dispatcher.start();
+  await send(cell, "poison");
+  await settle();
+  // Retried at once, no back-off; after its second delivery it is gone (max deliveries 2).
+  expect(attempts).toEqual([[1], [2]]);
+  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
+  expect(errors).toEqual([
+    'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 1 of 1 message(s) will be retried',
+    'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 0 of 1 message(s) will be retried; 1 had no retries left and left the queue',
+  ]);
+});

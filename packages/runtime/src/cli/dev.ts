@@ -28,6 +28,8 @@ export async function dev(args: DevArgs): Promise<number> {
     if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);
   }
 
+  // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
+  let runtimeExited = (): void => {};
   const host: Host = await startHost({
     deployment,
     dataDir: args.dataDir,
@@ -35,6 +37,7 @@ export async function dev(args: DevArgs): Promise<number> {
     host: args.host,
     log,
     cellIdleCloseMs,
+    onRuntimeExit: () => runtimeExited(),
   });
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
@@ -65,7 +68,8 @@ export async function dev(args: DevArgs): Promise<number> {
 
   return new Promise<number>((resolve) => {
     let stopping = false;
-    const stop = (signal: string): void => {
+    /** `exitCode`: 0 for a signal, 1 when celld stops because workerd went away. */
+    const stop = (signal: string, exitCode = 0): void => {
       if (stopping) {
         log.warn(`${signal} again: exiting at once; messages in running batches return to their queues at the next start`);
         process.exit(130);
@@ -79,13 +83,16 @@ export async function dev(args: DevArgs): Promise<number> {
       closeApi().then(() => host.close(shutdownGraceMs)).then(
         () => {
           log.info("stopped");
-          resolve(0);
+          resolve(exitCode);
         },
         (error: unknown) => {
           log.error("shutdown failed", error);
           resolve(1);
         },
       );
+    };
+    runtimeExited = () => {
+      if (!stopping) stop("workerd exited", 1);
     };
     // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
     // could run; its "exit" hook stays and still stops workerd if we exit abruptly.

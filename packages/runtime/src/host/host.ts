@@ -32,6 +32,11 @@ export interface HostOptions {
   consumerWallTimeSeconds?: number;
   /** Body bytes all consumers' unsettled batches may hold (limits.consumerBatchBytesInFlightMax). */
   consumerBatchBytesInFlightMax?: number;
+  /**
+   * Told once if workerd exits while the host runs (not when close() stops it). Nothing runs a
+   * Worker after that; the host has logged it. `celld dev` stops.
+   */
+  onRuntimeExit?: () => void;
   onBatch?: (report: BatchReport) => void;
 }
 
@@ -108,6 +113,17 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
     const output = new RuntimeOutputFilter();
+    // workerd's stdout closes when it exits: after start and before close(), that is a crash.
+    let running = false;
+    const exited = (): void => {
+      if (!running) return;
+      running = false;
+      log.error(
+        "workerd (the Workers runtime) exited unexpectedly: no Worker runs until celld starts again. " +
+          "Messages waiting in queues stay there, their attempts not counted.",
+      );
+      options.onRuntimeExit?.();
+    };
     const forward = (line: string, stream: "stdout" | "stderr") => {
       if (!output.shows(line, stream)) return;
       const shown = positions.rewrite(line);
@@ -122,17 +138,20 @@ export async function startHost(options: HostOptions): Promise<Host> {
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
         createInterface({ input: stderr }).on("line", (line) => forward(line, "stderr"));
+        stdout.once("close", exited);
       },
     });
     await miniflare.ready;
     const mf = miniflare;
     const url = await mf.unsafeGetDirectURL(first.name);
     for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
+    running = true;
     return {
       url,
       registry,
       miniflare: mf,
       close: async (graceMs = 0) => {
+        running = false;
         for (const plugin of plugins) await plugin.stop(graceMs);
         await mf.dispose();
         for (const plugin of plugins) await plugin.dispose();

@@ -1,5 +1,8 @@
-import { encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
-import { Pool } from "undici";
+import { BatchNotDeliveredError, encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
+import { Pool, type Dispatcher } from "undici";
+
+/** Errors of a connection that was never made: the batch cannot have reached workerd. */
+const notConnected = new Set(["ECONNREFUSED", "ENOENT", "UND_ERR_CONNECT_TIMEOUT"]);
 
 /**
  * Node's side of the queue dispatch Worker: one batch frame (batch-wire.ts in bindings) per POST
@@ -26,12 +29,21 @@ export class QueueDispatchClient {
   /** Runs batches on the consumer Worker the dispatch Worker binds as `binding`. */
   invoker(binding: string): QueueInvoker {
     return async (queue, messages, metadata) => {
-      const { statusCode, body } = await this.pool.request({
-        method: "POST",
-        path: "/",
-        headers: { "content-type": "application/octet-stream" },
-        body: encodeBatch({ binding, queue, metadata, messages }),
-      });
+      let response: Dispatcher.ResponseData;
+      try {
+        response = await this.pool.request({
+          method: "POST",
+          path: "/",
+          headers: { "content-type": "application/octet-stream" },
+          body: encodeBatch({ binding, queue, metadata, messages }),
+        });
+      } catch (error) {
+        if (!notConnected.has((error as { code?: unknown }).code as string)) throw error;
+        throw new BatchNotDeliveredError(`the queue dispatch Worker could not be reached: ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
+      const { statusCode, body } = response;
       const text = await body.text();
       // The dispatcher logs this and retries the batch as a failed delivery.
       if (statusCode !== 200) throw new Error(`the queue dispatch Worker answered ${statusCode}: ${text}`);
