@@ -4,12 +4,7 @@
  * would, each filled to 100 messages within its 1 s window. CELLD_BENCH_BATCH_BYTES sets the host's budget of bytes in running batches (unset: the
  * default, limits.consumerBatchBytesInFlightMax).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { loadDeployment } from "../packages/runtime/src/config/index.ts";
-import { startHost } from "../packages/runtime/src/host/host.ts";
-import type { HostLog } from "../packages/runtime/src/host/host-log.ts";
+import { startProjectHost } from "./celld-project-host.ts";
 import { serveHost } from "./host-process.ts";
 
 /** POST /send?n=2&bytes=100000 sends n messages of that many bytes in one sendBatch. */
@@ -47,41 +42,14 @@ max_batch_size = 100
 max_batch_timeout = 1
 `;
 
-const quietLog: HostLog = {
-  info: () => {},
-  warn: (message) => console.error(`[celld] warning: ${message}`),
-  error: (message, error) => console.error(`[celld] error: ${message}`, error ?? ""),
-  runtime: (line) => console.error(`[workerd] ${line}`),
-};
-
-serveHost(async (consumed) => {
-  const dir = mkdtempSync(join(tmpdir(), "celld-memory-bench-"));
-  const remove = (): void => rmSync(dir, { recursive: true, force: true });
-  try {
-    writeFileSync(join(dir, "wrangler.toml"), wranglerToml);
-    writeFileSync(join(dir, "worker.js"), workerScript);
-    const budget = process.env.CELLD_BENCH_BATCH_BYTES;
-    const host = await startHost({
-      deployment: loadDeployment([join(dir, "wrangler.toml")]),
-      dataDir: join(dir, "data"),
-      port: 0,
-      durability: "full",
-      log: quietLog,
+serveHost((consumed) => {
+  const budget = process.env.CELLD_BENCH_BATCH_BYTES;
+  return startProjectHost(
+    "celld-memory-bench-",
+    { "wrangler.toml": wranglerToml, "worker.js": workerScript },
+    {
       consumerBatchBytesInFlightMax: budget === undefined ? undefined : Number(budget),
       onBatch: (report) => consumed(report.acked),
-    });
-    return {
-      url: host.url,
-      close: async () => {
-        try {
-          await host.close();
-        } finally {
-          remove();
-        }
-      },
-    };
-  } catch (error) {
-    remove();
-    throw error;
-  }
+    },
+  );
 });

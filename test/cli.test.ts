@@ -1,9 +1,8 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
-import { project, type Project } from "./host-harness.ts";
+import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
 const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
 const projects: Project[] = [];
@@ -142,6 +141,10 @@ test("a port already in use is one clear error, before workerd starts, and the d
     "worker.js": "export default { fetch() { return new Response('hi'); } };",
   });
   const holder = createServer();
+  // Another test's client may still hold a connection to a port this one got after it was freed:
+  // such a connection must not keep close() waiting.
+  const sockets = new Set<Socket>();
+  holder.on("connection", (socket) => sockets.add(socket.on("close", () => sockets.delete(socket))));
   await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
   try {
     const { port } = holder.address() as AddressInfo;
@@ -152,6 +155,7 @@ test("a port already in use is one clear error, before workerd starts, and the d
         "already running on it?); stop what holds it, or pass another --port",
     );
   } finally {
+    for (const socket of sockets) socket.destroy();
     await new Promise((resolve) => holder.close(resolve));
   }
   // The failed start let go of the data directory.
@@ -182,7 +186,7 @@ queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
   const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
   // Leased into a batch that waits out its 60 s window; workerd dies before it is delivered.
   expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
-  const workerd = childrenOf(r.pid).filter((c) => c.name.startsWith("workerd"));
+  const workerd = childProcessesOf(r.pid).filter((c) => c.name.startsWith("workerd"));
   expect(workerd.length).toBeGreaterThan(0);
   for (const c of workerd) process.kill(c.pid, "SIGKILL");
   expect(await r.exited).toBe(1);
@@ -199,22 +203,6 @@ queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
   // A stop celld asked for is not reported as a crash.
   expect(again.output()).not.toContain("exited unexpectedly");
 });
-
-/** Processes whose parent is `pid`, from /proc. */
-function childrenOf(pid: number): Array<{ pid: number; name: string }> {
-  return readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .flatMap((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-        const close = stat.lastIndexOf(")");
-        const parent = Number(stat.slice(close + 2).split(" ")[1]);
-        return parent === pid ? [{ pid: Number(entry), name: stat.slice(stat.indexOf("(") + 1, close) }] : [];
-      } catch {
-        return [];
-      }
-    });
-}
 
 test("unknown flags and commands get the usage text, and the name they were probably meant to be", async () => {
   const r = run(["dev", "--nope"], process.cwd());

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach } from "vitest";
@@ -121,4 +121,21 @@ export function tidyAfterEach(): { project: () => Project; runHost: typeof runHo
       return h;
     },
   };
+}
+
+/** Processes whose parent is `pid`, with their names, from /proc (Linux only). */
+export function childProcessesOf(pid: number): Array<{ pid: number; name: string }> {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((entry) => {
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+        // The name may hold spaces and parentheses; the fields after it start past the last ")".
+        const close = stat.lastIndexOf(")");
+        const parent = Number(stat.slice(close + 2).split(" ")[1]);
+        return parent === pid ? [{ pid: Number(entry), name: stat.slice(stat.indexOf("(") + 1, close) }] : [];
+      } catch {
+        return []; // gone between listing and reading
+      }
+    });
 }

@@ -1,9 +1,9 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isConfigError } from "../packages/runtime/src/config/index.ts";
 import { ManualClock } from "@celld/queue-cell";
 import { afterEach, expect, test } from "vitest";
-import { drainJson, eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
+import { childProcessesOf, drainJson, eventually, project, runHost, type Project, type RunningHost } from "./host-harness.ts";
 
 const worker = readFileSync(join(import.meta.dirname, "fixtures", "consumer-worker.js"), "utf8");
 const projects: Project[] = [];
@@ -184,29 +184,15 @@ test("a handler's console output and its thrown error, with its stack, reach the
   expect(lines).toMatch(/at Object\.queue/);
 });
 
-/** The workerd processes this test process started (Miniflare spawns them as its children). */
-function ownWorkerdPids(): number[] {
-  return readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .flatMap((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-        const close = stat.lastIndexOf(")");
-        const name = stat.slice(stat.indexOf("(") + 1, close);
-        const parent = Number(stat.slice(close + 2).split(" ")[1]);
-        return name.startsWith("workerd") && parent === process.pid ? [Number(entry)] : [];
-      } catch {
-        return [];
-      }
-    });
-}
-
 test.runIf(process.platform === "linux")("workerd gone: waiting messages keep their retries, and the consumer backs off", async () => {
   const { p, config } = app(
     `queues.consumers = [{ queue = "jobs", max_batch_size = 10, max_batch_timeout = 0, max_retries = 1, dead_letter_queue = "dead" }]`,
   );
   const h = await start(config, p.dataDir);
-  const pids = ownWorkerdPids();
+  // Miniflare starts workerd as a child of this process.
+  const pids = childProcessesOf(process.pid)
+    .filter((c) => c.name.startsWith("workerd"))
+    .map((c) => c.pid);
   expect(pids.length).toBeGreaterThan(0);
   for (const pid of pids) process.kill(pid, "SIGKILL");
   // Once the host has seen workerd's output close, workerd is gone and so are its sockets: a

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, test } from "vitest";
 import { CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
-import { BatchNotDeliveredError, ConsumerDispatcher, type ConsumerSettings } from "../src/consumer-dispatcher.ts";
+import { BatchNotDeliveredError, ConsumerDispatcher, type ConsumerSettings, type QueueInvoker } from "../src/consumer-dispatcher.ts";
 import type { BatchMessage } from "../src/consumer-message.ts";
 import { InFlightBudget } from "../src/in-flight-budget.ts";
 
@@ -191,24 +191,30 @@ test("stop() ends a wait for room at once", async () => {
   expect(await cell.counts()).toMatchObject({ leased: 0, ready: 2 });
 }, 10_000);
 
-test("a handler that could not be run costs no attempt: the batch goes back and the consumer backs off", async () => {
-  // One delivery allowed, then deletion: counted as deliveries, the failures would delete the message.
-  const cell = await registry.open("jobs", { maxDeliveries: 1, deadLetter: { kind: "delete" } });
-  const invoked: Array<{ at: number; attempts: number[] }> = [];
-  let unreachable = 2;
+/** Starts `dispatcher` on `cell` with batches of up to 10 sent at once; returns its error log. */
+function startFailing(cell: QueueCell, invoke: QueueInvoker): string[] {
   const errors: string[] = [];
   dispatcher = new ConsumerDispatcher({
     cell,
     clock,
     settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
-    invoke: async (_queue, messages) => {
-      invoked.push({ at: clock.now(), attempts: messages.map((m) => m.deliveries) });
-      if (unreachable-- > 0) throw new BatchNotDeliveredError("connect ECONNREFUSED 127.0.0.1:1");
-      return { outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
-    },
+    invoke,
     log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
   });
   dispatcher.start();
+  return errors;
+}
+
+test("a handler that could not be run costs no attempt: the batch goes back and the consumer backs off", async () => {
+  // One delivery allowed, then deletion: counted as deliveries, the failures would delete the message.
+  const cell = await registry.open("jobs", { maxDeliveries: 1, deadLetter: { kind: "delete" } });
+  const invoked: Array<{ at: number; attempts: number[] }> = [];
+  let unreachable = 2;
+  const errors = startFailing(cell, async (_queue, messages) => {
+    invoked.push({ at: clock.now(), attempts: messages.map((m) => m.deliveries) });
+    if (unreachable-- > 0) throw new BatchNotDeliveredError("connect ECONNREFUSED 127.0.0.1:1");
+    return { outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
+  });
   const start = clock.now();
   await send(cell, "a");
   await settle();
@@ -238,19 +244,11 @@ test("a handler that could not be run costs no attempt: the batch goes back and 
 test("a batch whose answer never came (workerd died while it ran) counts as a failed delivery", async () => {
   const cell = await registry.open("jobs", { maxDeliveries: 2, deadLetter: { kind: "delete" } });
   const attempts: number[][] = [];
-  const errors: string[] = [];
-  dispatcher = new ConsumerDispatcher({
-    cell,
-    clock,
-    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
-    invoke: async (_queue, messages) => {
-      attempts.push(messages.map((m) => m.deliveries));
-      // What undici says when the other side closes mid-request: the handler may have run.
-      throw Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" });
-    },
-    log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
+  const errors = startFailing(cell, async (_queue, messages) => {
+    attempts.push(messages.map((m) => m.deliveries));
+    // What undici says when the other side closes mid-request: the handler may have run.
+    throw Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" });
   });
-  dispatcher.start();
   await send(cell, "poison");
   await settle();
   // Retried at once, no back-off; after its second delivery it is gone (max deliveries 2).
