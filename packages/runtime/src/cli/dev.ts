@@ -60,13 +60,7 @@ export async function dev(args: DevArgs): Promise<number> {
       throw error;
     }
   }
-  const first = deployment.workers[0]!;
-  log.info(`Worker "${first.name}" listening on ${host.url.href}`);
-  if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
-  log.info(`data directory: ${args.dataDir}`);
-  if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
-
-  return new Promise<number>((resolve) => {
+  const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     /** `exitCode`: 0 for a signal, 1 when celld stops because workerd went away. */
     const stop = (signal: string, exitCode = 0): void => {
@@ -95,12 +89,23 @@ export async function dev(args: DevArgs): Promise<number> {
       if (!stopping) stop("workerd exited", 1);
     };
     // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
-    // could run; its "exit" hook stays and still stops workerd if we exit abruptly.
+    // could run; its "exit" hook stays and still stops workerd if we exit abruptly. Ours goes on
+    // before its are taken off: with no listener left for a moment, Node would stop watching the
+    // signal and start again, and a signal arriving just then was seen to be lost (celld then
+    // ran on after a supervisor's SIGTERM).
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
-      for (const listener of process.listeners(signal)) process.removeListener(signal, listener);
+      const others = process.listeners(signal);
       process.on(signal, () => stop(signal));
+      for (const listener of others) process.removeListener(signal, listener);
     }
   });
+  // Only once the signals are ours: a supervisor may signal as soon as it reads this.
+  const first = deployment.workers[0]!;
+  log.info(`Worker "${first.name}" listening on ${host.url.href}`);
+  if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
+  log.info(`data directory: ${args.dataDir}`);
+  if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
+  return stopped;
 }
 
 /**
