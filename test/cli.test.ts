@@ -222,6 +222,38 @@ queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
   expect(again.output()).not.toContain("exited unexpectedly");
 });
 
+test.runIf(process.platform === "linux")("a batch running when workerd dies counts as an attempt, so a message that kills it can be dead-lettered", async () => {
+  const p = projectWith({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
+`,
+    "worker.js": `export default {
+  async fetch(req, env) { await env.JOBS.send({ n: 1 }); return new Response("queued"); },
+  async queue(batch) {
+    const attempts = batch.messages[0].attempts;
+    console.log("delivery " + attempts);
+    if (attempts === 1) await new Promise((r) => setTimeout(r, 60_000));
+  },
+};`,
+  });
+  const r = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
+  await fetch(url!, { method: "POST" });
+  await waitFor(r, /delivery 1/);
+  for (const c of childProcessesOf(r.pid).filter((c) => c.name.startsWith("workerd"))) process.kill(c.pid, "SIGKILL");
+  expect(await r.exited).toBe(1);
+  expect(r.output()).toContain("counts as a failed delivery");
+
+  const again = run(["dev", "--port", "0"], p.dir);
+  await waitFor(again, /delivery 2/);
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
+});
+
 test("unknown flags and commands get the usage text, and the name they were probably meant to be", async () => {
   const r = run(["dev", "--nope"], process.cwd());
   expect(await r.exited).toBe(2);

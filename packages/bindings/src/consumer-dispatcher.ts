@@ -101,6 +101,8 @@ export class ConsumerDispatcher {
   private readonly unsettled = new Set<LeasedMessage[]>();
   private stopping = false;
   private slotFreed: (() => void) | undefined;
+  /** workerd exited under the host: what it was running when it died counts, even on stop. */
+  private runtimeGone = false;
   /** 0 while invocations reach the Worker; else the wait after the last that could not. */
   private backoffMs = 0;
   private pausedUntil = 0;
@@ -149,6 +151,16 @@ export class ConsumerDispatcher {
     }
     this.stopping = true;
     await Promise.all([...this.unsettled].map((batch) => this.releaseBatch(batch)));
+  }
+
+  /**
+   * Told when workerd has exited under the host (not stopped by it). A batch it was running may be
+   * what brought it down, so a failure of such a batch counts as a delivery even if the host is
+   * stopping by then; otherwise a message that crashes workerd would never reach its dead-letter
+   * queue. (On Ctrl-C, which reaches workerd too, batches cut short are handed back uncounted.)
+   */
+  runtimeExited(): void {
+    this.runtimeGone = true;
   }
 
   private async run(): Promise<void> {
@@ -259,12 +271,13 @@ export class ConsumerDispatcher {
       cancelTimer();
     }
     if (this.stopping || !this.unsettled.has(batch)) return;
-    if (result === "failed" && (failure instanceof BatchNotDeliveredError || !this.running)) {
+    if (result === "failed" && (failure instanceof BatchNotDeliveredError || (!this.running && !this.runtimeGone))) {
       // No handler ran: workerd is gone or not reachable, or shutting down took it with it
       // (Ctrl-C reaches it too). Not the messages' failure. Counted as one, an outage would use
       // up every waiting message's retries in seconds and dead-letter or delete them unread; the
       // batch goes back uncounted instead, and while running this consumer waits before its next.
-      // (A batch that was running when workerd died is counted below: it may be what killed it.)
+      // (A batch that was running when workerd died is counted below: it may be what killed it;
+      // see runtimeExited.)
       if (this.running) {
         // Set before the release: the loop's lease may be waiting, and would take them at once.
         this.backoffMs = Math.min(unreachableBackoffMs.max, this.backoffMs === 0 ? unreachableBackoffMs.first : this.backoffMs * 2);

@@ -259,3 +259,30 @@ test("a batch whose answer never came (workerd died while it ran) counts as a fa
     'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 0 of 1 message(s) will be retried; 1 had no retries left and left the queue',
   ]);
 });
+
+test("a batch cut off as the host stops is handed back uncounted, unless workerd died under it", async () => {
+  for (const workerdDied of [false, true]) {
+    const queue = workerdDied ? "died" : "stopped";
+    const cell = await registry.open(queue);
+    let cutOff: (error: Error) => void = () => {};
+    const d = new ConsumerDispatcher({
+      cell,
+      clock,
+      settings: { queue, maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+      invoke: () => new Promise((_resolve, reject) => (cutOff = reject)),
+      log: { info: () => {}, warn: () => {}, error: () => {} },
+    });
+    d.start();
+    await send(cell, "x");
+    await settle();
+    expect(await cell.counts()).toMatchObject({ leased: 1 });
+    if (workerdDied) d.runtimeExited();
+    // The host stops first; the batch's connection breaks after (Ctrl-C reaches workerd too).
+    const stopping = d.stop(5_000);
+    cutOff(Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }));
+    await stopping;
+    const [m] = await cell.lease({ max: 1 });
+    // This lease's delivery, plus the cut-off one if it counted.
+    expect({ workerdDied, deliveries: m?.deliveries }).toEqual({ workerdDied, deliveries: workerdDied ? 2 : 1 });
+  }
+});

@@ -28,4 +28,6 @@ export interface HostPlugin {
   dispose(): Promise<void>;
   /** Stop work; in-flight work gets `graceMs` to finish. */
   stop(graceMs: number): Promise<void>;
+  /** workerd exited while the host ran (told before the host's onRuntimeExit, and before stop). */
+  runtimeExited?(): void;
 }

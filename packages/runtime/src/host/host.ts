@@ -122,6 +122,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
         "workerd (the Workers runtime) exited unexpectedly: no Worker runs until celld starts again. " +
           "Messages waiting in queues stay there, their attempts not counted.",
       );
+      for (const plugin of plugins) plugin.runtimeExited?.();
       options.onRuntimeExit?.();
     };
     const forward = (line: string, stream: "stdout" | "stderr") => {

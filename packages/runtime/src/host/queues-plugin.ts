@@ -138,6 +138,10 @@ export class QueuesPlugin implements HostPlugin {
     }
   }
 
+  runtimeExited(): void {
+    for (const dispatcher of this.dispatchers) dispatcher.runtimeExited();
+  }
+
   async stop(graceMs: number): Promise<void> {
     await Promise.all(this.dispatchers.splice(0).map((d) => d.stop(graceMs)));
     // Only now: a batch still running after the grace period was handed back, and dropping its
