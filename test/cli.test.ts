@@ -8,6 +8,14 @@ const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
 const projects: Project[] = [];
 afterEach(() => projects.splice(0).forEach((p) => p.remove()));
 
+/** A Worker named "app" from worker.js, with `config` after its first keys; removed after the test. */
+function appProject(config: string, worker: string): Project {
+  return projectWith({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n${config}`,
+    "worker.js": worker,
+  });
+}
+
 /** A project holding `files`, removed after the test. */
 function projectWith(files: Record<string, string>): Project {
   const p = project();
@@ -50,18 +58,11 @@ async function waitFor(r: Run, pattern: RegExp, ms = 30_000, pollMs = 20): Promi
 }
 
 test("a broken config starts nothing and names every error with file and key", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-[[queues.consumers]]
+  const p = appProject(`[[queues.consumers]]
 queue = "jobs"
 max_batch_size = 101
 max_retries = -1
-`,
-    "worker.js": "export default { async queue() {} };",
-  });
+`, "export default { async queue() {} };");
   const r = run(["dev", "--port", "0"], p.dir);
   expect(await r.exited).toBe(1);
   expect(r.output()).toContain("nothing was started");
@@ -70,21 +71,14 @@ max_retries = -1
 });
 
 test("celld dev serves the Worker, queues survive SIGINT, and a restart carries on", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-`,
-    "worker.js": `export default {
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+`, `export default {
   async fetch(req, env) {
     if (req.method === "POST") { await env.JOBS.send({ n: 1 }, { delaySeconds: 3600 }); return new Response("queued"); }
     const m = await env.JOBS.metrics();
     return Response.json(m);
   },
-};`,
-  });
+};`);
   const first = run(["dev", "--port", "0"], p.dir);
   const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
   expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
@@ -101,15 +95,9 @@ queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 });
 
 test("after kill -9 mid-batch, the next start redelivers the batch at once, counting the attempt", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
-`,
-    "worker.js": `export default {
+`, `export default {
   async fetch(req, env) { await env.JOBS.send({ job: 1 }); return new Response("queued"); },
   async queue(batch) {
     const m = batch.messages[0];
@@ -118,8 +106,7 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
     // that never settles: workerd cancels a handler with nothing left to wait for.)
     if (m.attempts === 1) await new Promise((resolve) => setTimeout(resolve, 600_000));
   },
-};`,
-  });
+};`);
   const first = run(["dev", "--port", "0"], p.dir, { detached: true });
   const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
   expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
@@ -136,10 +123,7 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
 });
 
 test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
-  const p = projectWith({
-    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
-    "worker.js": "export default { fetch() { return new Response('hi'); } };",
-  });
+  const p = appProject("", "export default { fetch() { return new Response('hi'); } };");
   const holder = createServer();
   // Another test's client may still hold a connection to a port this one got after it was freed:
   // such a connection must not keep close() waiting.
@@ -168,10 +152,7 @@ test("a port already in use is one clear error, before workerd starts, and the d
 test("a SIGTERM sent the moment celld dev says it listens stops it cleanly", async () => {
   // Before celld took the signals over this way, about one start in eight lost such a signal
   // and ran on; several starts make a return of that likely to show.
-  const p = projectWith({
-    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
-    "worker.js": "export default { fetch() { return new Response('hi'); } };",
-  });
+  const p = appProject("", "export default { fetch() { return new Response('hi'); } };");
   for (let i = 0; i < 4; i++) {
     const r = run(["dev", "--port", "0"], p.dir);
     await waitFor(r, /listening on http:/, 30_000, 5);
@@ -184,22 +165,15 @@ test("a SIGTERM sent the moment celld dev says it listens stops it cleanly", asy
 });
 
 test.runIf(process.platform === "linux")("celld dev stops, with exit code 1, when its workerd exits under it, and loses no message", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
-`,
-    "worker.js": `export default {
+`, `export default {
   async fetch(req, env) {
     if (req.method === "POST") { await env.JOBS.send({ n: 1 }); return new Response("queued"); }
     return Response.json(await env.JOBS.metrics());
   },
   async queue(batch) {},
-};`,
-  });
+};`);
   const r = run(["dev", "--port", "0"], p.dir);
   const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
   // Leased into a batch that waits out its 60 s window; workerd dies before it is delivered.
@@ -223,23 +197,16 @@ queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
 });
 
 test.runIf(process.platform === "linux")("a batch running when workerd dies counts as an attempt, so a message that kills it can be dead-lettered", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
-`,
-    "worker.js": `export default {
+`, `export default {
   async fetch(req, env) { await env.JOBS.send({ n: 1 }); return new Response("queued"); },
   async queue(batch) {
     const attempts = batch.messages[0].attempts;
     console.log("delivery " + attempts);
     if (attempts === 1) await new Promise((r) => setTimeout(r, 60_000));
   },
-};`,
-  });
+};`);
   const r = run(["dev", "--port", "0"], p.dir);
   const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
   await fetch(url!, { method: "POST" });
@@ -269,15 +236,8 @@ test("unknown flags and commands get the usage text, and the name they were prob
 });
 
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {
-  const p = projectWith({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-`,
-    "worker.js": `export default { async fetch(req, env) { await env.JOBS.send({ order: 7 }); return new Response("queued"); } };`,
-  });
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+`, `export default { async fetch(req, env) { await env.JOBS.send({ order: 7 }); return new Response("queued"); } };`);
   const create = run(
     ["keys", "create", "--org", "local", "--project", "local", "--env", "dev", "--scope", "events:write", "--scope", "events:read"],
     p.dir,
