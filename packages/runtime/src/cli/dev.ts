@@ -89,10 +89,10 @@ export async function dev(args: DevArgs): Promise<number> {
       if (!stopping) stop("workerd exited", 1);
     };
     // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
-    // could run; its "exit" hook stays and still stops workerd if we exit abruptly. Ours goes on
-    // before its are taken off: with no listener left for a moment, Node would stop watching the
-    // signal and start again, and a signal arriving just then was seen to be lost (celld then
-    // ran on after a supervisor's SIGTERM).
+    // could run; its "exit" hook stays and still stops workerd if we exit abruptly. Our listener
+    // is added before Miniflare's are removed: with none left for a moment, Node stops watching
+    // the signal and starts again, and a signal arriving just then was seen to be lost (celld ran
+    // on after a supervisor's SIGTERM).
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
       const others = process.listeners(signal);
       process.on(signal, () => stop(signal));
