@@ -8,13 +8,14 @@
  * same run with the budget lifted, in the same bench run. Linux only (/proc).
  * Run: npm run bench memory   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default)
  */
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
 import { limits } from "@celld/queue-cell";
 import { fmt, median } from "../packages/queue-cell/bench/bench-stats.ts";
 import { spawnHost, type HostProcess } from "./host-process.ts";
+import { hostProcesses } from "./process-cpu.ts";
 
 const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
 const messages = 5_000;
@@ -97,24 +98,7 @@ function peakMemory(rootPid: number): Peaks {
     const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
     return match === null ? 0 : Number(match[1]) / 1024;
   };
-  const parentOf = new Map<number, number>();
-  const names = new Map<number, string>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      names.set(Number(entry), stat.slice(stat.indexOf("(") + 1, close));
-      parentOf.set(Number(entry), Number(stat.slice(close + 2).split(" ")[1]));
-    } catch {
-      // gone between listing and reading
-    }
-  }
-  const under = (pid: number): boolean => {
-    for (let p = parentOf.get(pid); p !== undefined && p > 1; p = parentOf.get(p)) if (p === rootPid) return true;
-    return false;
-  };
-  let workerdMb = 0;
-  for (const [pid, name] of names) if (name.startsWith("workerd") && under(pid)) workerdMb += hwm(pid);
-  return { nodeMb: hwm(rootPid), workerdMb };
+  const tree = hostProcesses(rootPid);
+  if (tree === undefined) throw new Error(`the host (pid ${rootPid}) is not in /proc: this bench needs Linux`);
+  return { nodeMb: hwm(rootPid), workerdMb: tree.workerd.reduce((sum, pid) => sum + hwm(pid), 0) };
 }

@@ -36,6 +36,17 @@ function readProc(pid: string): Proc | undefined {
 
 /** CPU seconds used so far by `rootPid` and its workerd descendants; undefined without /proc. */
 export function hostCpuSeconds(rootPid: number): CpuSeconds | undefined {
+  const tree = hostProcesses(rootPid);
+  if (tree === undefined) return undefined;
+  const seconds = (pid: number): number => tree.procs.get(pid)!.seconds;
+  return { node: seconds(rootPid), workerd: tree.workerd.reduce((sum, pid) => sum + seconds(pid), 0) };
+}
+
+/**
+ * A host's process `rootPid` and every workerd below it, read from /proc; undefined without
+ * /proc or once the host has gone.
+ */
+export function hostProcesses(rootPid: number): { procs: Map<number, Proc>; workerd: number[] } | undefined {
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
@@ -47,17 +58,15 @@ export function hostCpuSeconds(rootPid: number): CpuSeconds | undefined {
     const proc = readProc(pid);
     if (proc !== undefined) procs.set(Number(pid), proc);
   }
-  const root = procs.get(rootPid);
-  if (root === undefined) return undefined;
+  if (!procs.has(rootPid)) return undefined;
   const children = new Map<number, number[]>();
   for (const [pid, proc] of procs) children.set(proc.ppid, [...(children.get(proc.ppid) ?? []), pid]);
-  let workerd = 0;
+  const workerd: number[] = [];
   const stack = [...(children.get(rootPid) ?? [])];
   while (stack.length > 0) {
     const pid = stack.pop()!;
-    const proc = procs.get(pid)!;
-    if (proc.comm.startsWith("workerd")) workerd += proc.seconds;
+    if (procs.get(pid)!.comm.startsWith("workerd")) workerd.push(pid);
     stack.push(...(children.get(pid) ?? []));
   }
-  return { node: root.seconds, workerd };
+  return { procs, workerd };
 }
