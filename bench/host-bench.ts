@@ -30,8 +30,8 @@ const perBatch = 100;
 /**
  * Messages each host carries between the cold and the warm sendBatch pass, in passes of
  * `messages`. Both hosts get faster once V8 has compiled their hot paths: measured here, celld's
- * Node process went from 70-86 µs a message in its first 10,000 to 40-55, and Miniflare's workerd
- * from about 83 to 54. The cold figure is a host just started; the warm one, a host that has run
+ * Node process went from 73-111 µs a message in its first 10,000 to 37-60, and Miniflare's workerd
+ * from 77-83 to 54-56. The cold figure is a host just started; the warm one, a host that has run
  * for a while, which is what the target is read against.
  */
 const warmUpMessages = 20_000;
