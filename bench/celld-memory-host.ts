@@ -1,8 +1,9 @@
 /**
  * celld for the consumer-memory bench (memory-bench.ts), in its own process: one Worker whose
  * queue() handler holds every batch until POST /open-gate, so batches pile up as a slow consumer's
- * would, each filled to 100 messages within its 1 s window. CELLD_BENCH_BATCH_BYTES sets the host's budget of bytes in running batches (unset: the
- * default, limits.consumerBatchBytesInFlightMax).
+ * would, each filled to 100 messages within its 1 s window. CELLD_BENCH_BATCH_BYTES sets the
+ * host's budget of bytes in running batches (unset: the default,
+ * limits.consumerBatchBytesInFlightMax).
  */
 import { startProjectHost } from "./celld-project-host.ts";
 import { serveHost } from "./host-process.ts";

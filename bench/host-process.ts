@@ -95,8 +95,16 @@ interface Waiter {
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
-/** Runs `entry` (a .ts file) as a child through tsx and waits until its host is ready. */
-export async function spawnHost(name: string, entry: string, startTimeoutMs = 90_000): Promise<HostProcess> {
+/**
+ * Runs `entry` (a .ts file) as a child through tsx and waits until its host is ready. `env` adds
+ * to (or, with undefined, removes from) this process's environment, for the child only.
+ */
+export async function spawnHost(
+  name: string,
+  entry: string,
+  options: { env?: Record<string, string | undefined>; startTimeoutMs?: number } = {},
+): Promise<HostProcess> {
+  const startTimeoutMs = options.startTimeoutMs ?? 90_000;
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     // SIGTERM, not SIGKILL: the child then closes its host, and with it workerd.
@@ -106,7 +114,9 @@ export async function spawnHost(name: string, entry: string, startTimeoutMs = 90
   }
   // CELLD_BENCH_CHILD_ARGS passes Node flags to the hosts, e.g. "--cpu-prof --cpu-prof-dir=prof".
   const extra = (process.env.CELLD_BENCH_CHILD_ARGS ?? "").split(" ").filter((a) => a !== "");
-  const child = fork(entry, [], { execArgv: ["--import", "tsx", ...extra], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const env = { ...process.env, ...options.env };
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete env[key];
+  const child = fork(entry, [], { env, execArgv: ["--import", "tsx", ...extra], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   live.add(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   void exited.then(() => live.delete(child));

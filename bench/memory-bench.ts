@@ -1,10 +1,10 @@
 /**
  * Consumer memory under a backlog of large messages: 5,000 messages of 100 KB reach a consumer
  * whose queue() handler holds every batch (as a slow or stuck consumer does), in full batches of
- * 100 (max_batch_timeout 1 s; with 0, batches would hold whatever one lease found). With no budget the
- * host would start batches up to max_concurrency (250), holding every body in Node and in workerd
- * at once; the host's budget of bytes in running batches (64 MiB by default) stops it starting
- * more. The figure is each process's peak resident memory (VmHWM), with the budget against the
+ * 100 (max_batch_timeout 1 s; with 0, batches would hold whatever one lease found). With no
+ * budget the host would start batches up to max_concurrency (250), holding every body in Node
+ * and in workerd at once; the host's budget of bytes in running batches (64 MiB by default)
+ * stops it starting more. The figure is each process's peak resident memory (VmHWM), with the budget against the
  * same run with the budget lifted, in the same bench run. Linux only (/proc).
  * Run: npm run bench memory   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default)
  */
@@ -14,7 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
 import { limits } from "@celld/queue-cell";
 import { fmt, median } from "../packages/queue-cell/bench/bench-stats.ts";
-import { spawnHost, type HostProcess } from "./host-process.ts";
+import { spawnHost } from "./host-process.ts";
 import { hostProcesses } from "./process-cpu.ts";
 
 const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
@@ -57,16 +57,9 @@ export async function runMemoryBench(log: (line: string) => void = console.log):
 }
 
 async function measure(budgetBytes: number | undefined): Promise<Peaks> {
-  const before = process.env.CELLD_BENCH_BATCH_BYTES;
-  if (budgetBytes === undefined) delete process.env.CELLD_BENCH_BATCH_BYTES;
-  else process.env.CELLD_BENCH_BATCH_BYTES = String(budgetBytes);
-  let host: HostProcess;
-  try {
-    host = await spawnHost("celld", join(import.meta.dirname, "celld-memory-host.ts"));
-  } finally {
-    if (before === undefined) delete process.env.CELLD_BENCH_BATCH_BYTES;
-    else process.env.CELLD_BENCH_BATCH_BYTES = before;
-  }
+  const host = await spawnHost("celld", join(import.meta.dirname, "celld-memory-host.ts"), {
+    env: { CELLD_BENCH_BATCH_BYTES: budgetBytes === undefined ? undefined : String(budgetBytes) },
+  });
   const pool = new Pool(host.url, { connections: callsInFlight });
   try {
     let next = 0;
