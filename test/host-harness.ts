@@ -49,7 +49,7 @@ export interface RunningHost {
 export async function runHost(
   configs: string[],
   dataDir: string,
-  options: { wallTimeSeconds?: number; clock?: ManualClock; batchBytesInFlightMax?: number } = {},
+  options: { wallTimeSeconds?: number; clock?: ManualClock; batchBytesInFlightMax?: number; workerdV8Flags?: readonly string[] } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
   const log = new MemoryHostLog();
@@ -63,6 +63,7 @@ export async function runHost(
     durability: "normal",
     consumerWallTimeSeconds: options.wallTimeSeconds ?? 30,
     consumerBatchBytesInFlightMax: options.batchBytesInFlightMax,
+    workerdV8Flags: options.workerdV8Flags,
     onBatch: (report) => batches.push(report),
   });
   return {

@@ -6,6 +6,7 @@ import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
+import { defaultWorkerdV8Flags, setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
@@ -38,6 +39,11 @@ export interface HostOptions {
    */
   onRuntimeExit?: () => void;
   onBatch?: (report: BatchReport) => void;
+  /**
+   * V8 flags for workerd (defaultWorkerdV8Flags unless set; [] for workerd's own defaults).
+   * Process-wide: see miniflare-v8-flags.ts.
+   */
+  workerdV8Flags?: readonly string[];
 }
 
 export interface Host {
@@ -130,6 +136,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       const shown = positions.rewrite(line);
       if (shown !== undefined) log.runtime(shown, stream);
     };
+    setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
     miniflare = new Miniflare({
       workers,
       cf: false,
