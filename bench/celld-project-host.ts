@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost, type HostOptions } from "../packages/runtime/src/host/host.ts";
 import type { HostLog } from "../packages/runtime/src/host/host-log.ts";
+import { benchWorkerdV8Flags } from "./celld-v8-flags.ts";
 import type { ServedHost } from "./host-process.ts";
 
 // The bench prints its own lines; the host only speaks up when something is wrong.
@@ -30,7 +31,15 @@ export async function startProjectHost(
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
     const deployment = loadDeployment([join(dir, "wrangler.toml")]);
     for (const warning of deployment.warnings) console.error(`[celld] config warning: ${JSON.stringify(warning)}`);
-    const host = await startHost({ deployment, dataDir: join(dir, "data"), port: 0, durability: "full", log: quietLog, ...options });
+    const host = await startHost({
+      deployment,
+      dataDir: join(dir, "data"),
+      port: 0,
+      durability: "full",
+      log: quietLog,
+      workerdV8Flags: benchWorkerdV8Flags(),
+      ...options,
+    });
     return {
       url: host.url,
       close: async () => {

@@ -13,13 +13,15 @@
  * each host's CPU time per message (its Node process and its workerd), which moves far less from
  * run to run.
  * Run: npm run bench host   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default; to profile the
- * hosts, CELLD_BENCH_CHILD_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof")
+ * hosts, CELLD_BENCH_CHILD_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"; to try other V8 flags for
+ * celld's workerd, CELLD_BENCH_WORKERD_V8_FLAGS="--max-semi-space-size=4", or "" for V8's defaults)
  */
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { availableParallelism, loadavg } from "node:os";
 import { fmt, median, ratioLine } from "../packages/queue-cell/bench/bench-stats.ts";
 import { benchConsumer } from "./bench-workers.ts";
+import { benchWorkerdV8Flags } from "./celld-v8-flags.ts";
 import { diskFlushLatency, type FlushLatency } from "./disk-flush.ts";
 import { spawnHost, type HostProcess } from "./host-process.ts";
 import { drained, driver, endToEnd, paced, percentile, type Throughput } from "./host-workloads.ts";
@@ -122,7 +124,7 @@ export async function runHostBench(log: (line: string) => void = console.log): P
     `host: celld (durability "full": WAL flushed with fdatasync before every answer) vs Miniflare ${miniflareVersion()} in-memory queues; ` +
       `same Worker script; each host in its own process, started afresh each round, driven over HTTP from this one; ` +
       `consumer max_batch_size ${benchConsumer.maxBatchSize}, max_batch_timeout ${benchConsumer.maxBatchTimeoutSeconds} s; ` +
-      `${rounds} rounds, medians; ${loadLine()}`,
+      `celld's workerd with V8 flags ${JSON.stringify(benchWorkerdV8Flags())}; ${rounds} rounds, medians; ${loadLine()}`,
   );
   const figures: Figures = { celld: [], miniflare: [] };
   const flushes: FlushLatency[] = [];

@@ -21,15 +21,6 @@ import { withV8Flags } from "./workerd-config-v8-flags.ts";
 
 type UpdateConfig = (this: unknown, config: Uint8Array, ...rest: unknown[]) => Promise<unknown>;
 
-/**
- * The young generation's semi-spaces capped at 1 MB (V8 grows them to 16 MB or more by default),
- * so each collection frees fewer dead objects at once. In scratch runs of 1,000 send()s a second
- * on a host that had carried 30,000 messages, a send's p99 fell from 37-46 ms to 15-23 ms and an
- * empty request's from 29-42 ms to 7-10; 2 MB gave 19-24, 4 MB 26-38. Throughput and CPU per
- * message did not change measurably (docs/performance.md).
- */
-export const defaultWorkerdV8Flags: readonly string[] = ["--max-semi-space-size=1"];
-
 const installedMark = Symbol.for("celld.miniflare-v8-flags");
 let currentFlags: readonly string[] = [];
 
