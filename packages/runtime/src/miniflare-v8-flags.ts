@@ -43,7 +43,9 @@ function installV8FlagsPatch(): void {
     );
   }
   proto!.updateConfig = function (this: unknown, config: Uint8Array, ...rest: unknown[]) {
-    return original.call(this, currentFlags.length === 0 ? config : Buffer.from(withV8Flags(config, currentFlags)), ...rest);
+    if (currentFlags.length === 0) return original.call(this, config, ...rest);
+    const patched = withV8Flags(config, currentFlags);
+    return original.call(this, Buffer.from(patched.buffer, patched.byteOffset, patched.length), ...rest);
   };
   proto![installedMark] = true;
 }

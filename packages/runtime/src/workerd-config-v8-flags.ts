@@ -26,7 +26,9 @@ export class WorkerdConfigError extends Error {
 export function withV8Flags(message: Uint8Array, flags: readonly string[]): Uint8Array {
   if (flags.length === 0) return message;
   for (const flag of flags) {
-    if (flag === "" || flag.includes("\0")) throw new WorkerdConfigError(`a V8 flag must be a non-empty string without NUL, not ${JSON.stringify(flag)}`);
+    if (flag === "" || flag.includes("\0")) {
+      throw new WorkerdConfigError(`a V8 flag must be a non-empty string without NUL, not ${JSON.stringify(flag)}`);
+    }
   }
   const frame = readFrame(message);
   const seg0 = new DataView(message.buffer, message.byteOffset + frame.firstSegmentByte, frame.segmentWords[0]! * wordBytes);
@@ -61,7 +63,7 @@ export function withV8Flags(message: Uint8Array, flags: readonly string[]): Uint
   return out;
 }
 
-/** The root Config's v8Flags, read back (for tests and for checking a patched message). */
+/** The root Config's v8Flags, read back (the tests check both Miniflare's bytes and ours with it). */
 export function readV8Flags(message: Uint8Array): string[] {
   const frame = readFrame(message);
   const bytes = message.subarray(frame.firstSegmentByte, frame.firstSegmentByte + frame.segmentWords[0]! * wordBytes);
