@@ -2,7 +2,7 @@
  * Starts Miniflare's workerd with V8 flags.
  *
  * Why: under steady HTTP load, workerd's garbage collector frees the C++ side of dead Request,
- * Response and Headers objects in one go, holding the Worker thread for 30-80 ms every few
+ * Response and Headers objects in one go, holding the Worker thread for 50-80 ms every few
  * seconds (seen with `perf`; see docs/performance.md). A smaller young generation makes those
  * pauses smaller and more frequent. workerd takes V8 flags only from its config's `v8Flags`, and
  * Miniflare 4 has no option for that field, so this module wraps the exported `Runtime` class's
