@@ -4,8 +4,8 @@
  * 100 (max_batch_timeout 1 s; with 0, batches would hold whatever one lease found). With no
  * budget the host would start batches up to max_concurrency (250), holding every body in Node
  * and in workerd at once; the host's budget of bytes in running batches (64 MiB by default)
- * stops it starting more. The figure is each process's peak resident memory (VmHWM), with the budget against the
- * same run with the budget lifted, in the same bench run. Linux only (/proc).
+ * stops it starting more. The figure is each process's peak resident memory (VmHWM), with the
+ * budget against the same run with the budget lifted, in the same bench run. Linux only (/proc).
  * Run: npm run bench memory   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default)
  */
 import { readFileSync } from "node:fs";

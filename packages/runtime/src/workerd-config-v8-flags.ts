@@ -30,12 +30,11 @@ export function withV8Flags(message: Uint8Array, flags: readonly string[]): Uint
       throw new WorkerdConfigError(`a V8 flag must be a non-empty string without NUL, not ${JSON.stringify(flag)}`);
     }
   }
-  const frame = readFrame(message);
-  const seg0 = new DataView(message.buffer, message.byteOffset + frame.firstSegmentByte, frame.segmentWords[0]! * wordBytes);
+  const { frame, view: seg0 } = firstSegment(message);
   const root = readStructPointer(seg0, 0);
   if (root === undefined) throw new WorkerdConfigError("the config's root is not a struct in its first segment");
   if (root.pointerWords <= v8FlagsPointerIndex) throw new WorkerdConfigError("the config's root struct has no v8Flags slot");
-  const slot = root.startWord + root.dataWords + v8FlagsPointerIndex;
+  const slot = v8FlagsSlot(root);
   if (slot >= frame.segmentWords[0]!) throw new WorkerdConfigError("the config's root struct runs past its segment");
   if (seg0.getBigUint64(slot * wordBytes, true) !== 0n) throw new WorkerdConfigError("the config already sets v8Flags");
 
@@ -65,13 +64,10 @@ export function withV8Flags(message: Uint8Array, flags: readonly string[]): Uint
 
 /** The root Config's v8Flags, read back (the tests check both Miniflare's bytes and ours with it). */
 export function readV8Flags(message: Uint8Array): string[] {
-  const frame = readFrame(message);
-  const bytes = message.subarray(frame.firstSegmentByte, frame.firstSegmentByte + frame.segmentWords[0]! * wordBytes);
-  const seg0 = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const { bytes, view: seg0 } = firstSegment(message);
   const root = readStructPointer(seg0, 0);
   if (root === undefined || root.pointerWords <= v8FlagsPointerIndex) return [];
-  const slot = root.startWord + root.dataWords + v8FlagsPointerIndex;
-  const list = readListPointer(seg0, slot);
+  const list = readListPointer(seg0, v8FlagsSlot(root));
   if (list === undefined) return [];
   if (list.elementSize !== pointerElements) throw new WorkerdConfigError("v8Flags is not a list of pointers");
   return Array.from({ length: list.count }, (_, i) => {
@@ -103,7 +99,25 @@ function readFrame(message: Uint8Array): Frame {
   return { segmentWords, firstSegmentByte: headerBytes };
 }
 
-function readStructPointer(seg: DataView, at: number): { startWord: number; dataWords: number; pointerWords: number } | undefined {
+/** The message's frame, and its first segment as bytes and as a view (word 0 is the root pointer). */
+function firstSegment(message: Uint8Array): { frame: Frame; bytes: Uint8Array; view: DataView } {
+  const frame = readFrame(message);
+  const bytes = message.subarray(frame.firstSegmentByte, frame.firstSegmentByte + frame.segmentWords[0]! * wordBytes);
+  return { frame, bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.length) };
+}
+
+/** The word of the root Config's v8Flags pointer: after its data section, the third pointer. */
+function v8FlagsSlot(root: StructPointer): number {
+  return root.startWord + root.dataWords + v8FlagsPointerIndex;
+}
+
+interface StructPointer {
+  startWord: number;
+  dataWords: number;
+  pointerWords: number;
+}
+
+function readStructPointer(seg: DataView, at: number): StructPointer | undefined {
   const low = seg.getInt32(at * wordBytes, true);
   if ((low & 3) !== structPointer || (low === 0 && seg.getUint32(at * wordBytes + 4, true) === 0)) return undefined;
   return {
