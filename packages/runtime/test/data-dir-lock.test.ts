@@ -11,12 +11,17 @@ function dataDir(): string {
   return dir;
 }
 
-/** A separate Node process holding the lock until it is killed; resolves once it holds it. */
+/**
+ * A separate Node process holding the lock until it is killed; resolves once it holds it. It drops
+ * the release function and collects garbage before it says so: a claim must not depend on its
+ * caller keeping a reference (once it did, and a collection under load freed the lock).
+ */
 async function holderProcess(dir: string): Promise<{ pid: number; kill: () => Promise<void> }> {
   const lockModule = new URL("../src/host/data-dir-lock.ts", import.meta.url).href;
+  const holder = `import { lockDataDir } from ${JSON.stringify(lockModule)}; lockDataDir(${JSON.stringify(dir)}); gc(); console.log("locked"); setInterval(() => {}, 1000);`;
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "--input-type=module", "-e", `import { lockDataDir } from ${JSON.stringify(lockModule)}; lockDataDir(${JSON.stringify(dir)}); console.log("locked"); setInterval(() => {}, 1000);`],
+    ["--expose-gc", "--import", "tsx", "--input-type=module", "-e", holder],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

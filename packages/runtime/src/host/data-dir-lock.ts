@@ -14,6 +14,13 @@ export class DataDirInUseError extends Error {
 }
 
 /**
+ * Open claims. better-sqlite3 closes a connection it finalizes, and with it goes the lock, so a
+ * claim whose release function was dropped would end at the next garbage collection. Held here, a
+ * claim lasts until it is released or the process ends.
+ */
+const heldClaims = new Set<Database.Database>();
+
+/**
  * Claims a data directory for this process, so that two hosts never write one queue's cell.
  *
  * The claim is an exclusive SQLite lock on `celld.lock`, held while the host runs. The OS drops it
@@ -37,6 +44,7 @@ export function lockDataDir(dataDir: string): () => void {
     if ((error as { code?: unknown }).code === "SQLITE_BUSY") throw new DataDirInUseError(dataDir, readPid(pidPath));
     throw error;
   }
+  heldClaims.add(lock);
   writeFileSync(pidPath, `${process.pid}\n`);
   return () => {
     if (!lock.open) return;
@@ -45,6 +53,7 @@ export function lockDataDir(dataDir: string): () => void {
     } catch {
       // Already gone: nothing to remove.
     }
+    heldClaims.delete(lock);
     lock.close();
   };
 }
