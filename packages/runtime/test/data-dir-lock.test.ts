@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
@@ -77,4 +77,12 @@ test("a pid file left by a crash does not block, even naming a live process (a r
     writeFileSync(join(dir, "celld.pid"), `${stale}\n`);
     lockDataDir(dir)();
   }
+});
+
+test("a claim that cannot write its pid file fails and leaves the directory free", () => {
+  const dir = dataDir();
+  mkdirSync(join(dir, "celld.pid"));
+  expect(() => lockDataDir(dir)).toThrow(/EISDIR/);
+  rmSync(join(dir, "celld.pid"), { recursive: true });
+  lockDataDir(dir)();
 });

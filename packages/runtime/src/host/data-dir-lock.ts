@@ -44,8 +44,14 @@ export function lockDataDir(dataDir: string): () => void {
     if ((error as { code?: unknown }).code === "SQLITE_BUSY") throw new DataDirInUseError(dataDir, readPid(pidPath));
     throw error;
   }
+  try {
+    writeFileSync(pidPath, `${process.pid}\n`);
+  } catch (error) {
+    // The caller gets no release function, so the claim must not outlive this failure.
+    lock.close();
+    throw error;
+  }
   heldClaims.add(lock);
-  writeFileSync(pidPath, `${process.pid}\n`);
   return () => {
     if (!lock.open) return;
     try {
