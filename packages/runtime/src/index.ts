@@ -9,6 +9,7 @@ export {
   ConfigError,
   isConfigError,
   formatIssue,
+  formatWarnings,
   type Deployment,
   type WorkerConfig,
   type ProducerConfig,

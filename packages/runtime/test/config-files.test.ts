@@ -53,9 +53,9 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
     expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);
     // migrations are accepted without a word; the deploy-only keys are named as ignored.
     expect(deployment.warnings).toEqual([
-      { file: path, path: "account_id", message: "is a wrangler key celld ignores" },
-      { file: path, path: "workers_dev", message: "is a wrangler key celld ignores" },
-      { file: path, path: "kv_namespaces[0].preview_id", message: "is a wrangler key celld ignores" },
+      { file: path, path: "account_id", message: "is a deploy setting with no effect on a local host; ignored" },
+      { file: path, path: "workers_dev", message: "is a deploy setting with no effect on a local host; ignored" },
+      { file: path, path: "kv_namespaces[0].preview_id", message: "is a deploy setting with no effect on a local host; ignored" },
     ]);
   });
 

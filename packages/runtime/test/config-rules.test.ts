@@ -3,6 +3,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
 import {
+  formatWarnings,
   loadDeployment,
   parseDeployment,
   type ConfigIssue,
@@ -238,10 +239,10 @@ describe("warnings", () => {
     expect(deployment.warnings).toEqual([
       { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
       { file: "w.json", path: "env", message: "named environments are not supported; celld reads only the top-level keys" },
-      { file: "w.json", path: "routes", message: "is a wrangler key celld ignores" },
+      { file: "w.json", path: "routes", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
       { file: "w.json", path: "constructor", message: "is not a key celld knows; ignored" },
-      { file: "w.json", path: "queues.producers[0].remote", message: "is a wrangler key celld ignores" },
+      { file: "w.json", path: "queues.producers[0].remote", message: "is ignored: celld runs every binding locally, on its data directory" },
       {
         file: "w.json",
         path: "queues.consumers[0].max_batch_sise",
@@ -257,6 +258,27 @@ describe("warnings", () => {
     expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);
     expect(error.warnings).toEqual([
       { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
+    ]);
+  });
+
+  test("printed, a file's deploy-only keys share one line where the first stood; the rest keep theirs", () => {
+    const generated = {
+      account_id: "0123",
+      triggers: { crons: ["*/5 * * * *"] },
+      workers_dev: true,
+      observability: { enabled: true },
+      kv_namespaces: [{ binding: "KV", id: "k", preview_id: "p", remote: true }],
+      dev: { port: 9000 },
+    };
+    const deployment = parseDeployment(files({ name: "a", ...generated }, { name: "b", routes: [], colour: 1 }), everyFileExists);
+    expect(deployment.warnings).toHaveLength(9);
+    expect(formatWarnings(deployment.warnings)).toEqual([
+      "a.json: account_id, workers_dev, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
+      "a.json: triggers: is ignored: cron triggers do not fire under celld, so a scheduled() handler never runs",
+      "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
+      "a.json: dev: is ignored: celld dev takes its address from --port and --host",
+      "b.json: routes: is a deploy setting with no effect on a local host; ignored",
+      "b.json: colour: is not a key celld knows; ignored",
     ]);
   });
 });

@@ -1,5 +1,5 @@
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
-import { formatIssue, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
+import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import type { DevArgs } from "./args.ts";
@@ -17,12 +17,12 @@ export async function dev(args: DevArgs): Promise<number> {
     deployment = loadDeployment(args.configs);
   } catch (error) {
     if (!isConfigError(error)) throw error;
-    for (const warning of error.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
+    for (const line of formatWarnings(error.warnings)) log.warn(line);
     console.error(`celld: the deployment has ${error.issues.length} error(s); nothing was started:`);
     for (const issue of error.issues) console.error(`  ${formatIssue(issue)}`);
     return 1;
   }
-  for (const warning of deployment.warnings) log.warn(`${warning.file}: ${warning.path}: ${warning.message}`);
+  for (const line of formatWarnings(deployment.warnings)) log.warn(line);
   // Names only: the values are secrets.
   for (const { name, devVars } of deployment.workers) {
     if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);

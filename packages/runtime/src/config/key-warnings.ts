@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { closestKey } from "./closest-key.ts";
-import { formatPath, type ConfigWarning } from "./issues.ts";
+import { formatIssue, formatPath, type ConfigWarning } from "./issues.ts";
 import { isPlainObject } from "./raw.ts";
 import { workerFileSchema } from "./schema.ts";
 
@@ -14,16 +14,26 @@ import { workerFileSchema } from "./schema.ts";
 const tooling = "is a wrangler key celld ignores";
 const bundling = "is a wrangler bundling key celld ignores: celld bundles `main` itself";
 const binding = "is a binding type celld does not provide; the Worker's env will not have it";
+const remote = "is ignored: celld runs every binding locally, on its data directory";
+/**
+ * Settings that only `wrangler deploy` (or Cloudflare's dashboard) acts on. A typical generated
+ * config has several, so `formatWarnings` prints them as one line per file; warnings that change
+ * what the Worker sees keep a line each.
+ */
+const deployOnly = "is a deploy setting with no effect on a local host; ignored";
+const deployOnlyGrouped = "are deploy settings with no effect on a local host; ignored";
 
 /** Wrangler keys celld knows and deliberately ignores, by where they sit (entries as `[]`). */
 const ignoredKeys: Record<string, Record<string, string>> = {
   "": {
     env: "named environments are not supported; celld reads only the top-level keys",
-    ...fill(tooling, [
+    triggers: "is ignored: cron triggers do not fire under celld, so a scheduled() handler never runs",
+    dev: "is ignored: celld dev takes its address from --port and --host",
+    ...fill(tooling, ["limits", "site", "assets", "containers"]),
+    ...fill(deployOnly, [
       "account_id", "zone_id", "routes", "route", "workers_dev", "preview_urls", "observability",
-      "triggers", "usage_model", "placement", "limits", "logpush", "upload_source_maps", "dev",
-      "site", "assets", "keep_vars", "send_metrics", "legacy_env", "first_party_worker",
-      "containers", "compliance_region",
+      "usage_model", "placement", "logpush", "upload_source_maps", "keep_vars", "send_metrics",
+      "legacy_env", "first_party_worker", "compliance_region",
     ]),
     ...fill(bundling, [
       "build", "minify", "keep_names", "node_compat", "rules", "no_bundle", "find_additional_modules",
@@ -36,15 +46,34 @@ const ignoredKeys: Record<string, Record<string, string>> = {
       "unsafe", "logfwdr", "unsafe_hello_world", "ratelimits", "assets_binding",
     ]),
   },
-  "queues.producers[]": fill(tooling, ["remote"]),
-  "kv_namespaces[]": fill(tooling, ["preview_id", "remote"]),
-  "d1_databases[]": fill(tooling, [
-    "preview_database_id", "migrations_dir", "migrations_table", "database_internal_env", "remote",
-  ]),
-  "r2_buckets[]": fill(tooling, ["preview_bucket_name", "jurisdiction", "remote"]),
-  "durable_objects.bindings[]": fill(tooling, ["environment"]),
-  "services[]": fill(tooling, ["environment", "remote"]),
+  "queues.producers[]": fill(remote, ["remote"]),
+  "kv_namespaces[]": { ...fill(deployOnly, ["preview_id"]), ...fill(remote, ["remote"]) },
+  "d1_databases[]": {
+    ...fill(deployOnly, ["preview_database_id", "migrations_dir", "migrations_table", "database_internal_env"]),
+    ...fill(remote, ["remote"]),
+  },
+  "r2_buckets[]": { ...fill(deployOnly, ["preview_bucket_name", "jurisdiction"]), ...fill(remote, ["remote"]) },
+  "durable_objects.bindings[]": fill(deployOnly, ["environment"]),
+  "services[]": { ...fill(deployOnly, ["environment"]), ...fill(remote, ["remote"]) },
 };
+
+/**
+ * The warnings as printed lines: each as `formatIssue` writes it, except that a file's deploy-only
+ * keys share one line, where the first of them stood.
+ */
+export function formatWarnings(warnings: readonly ConfigWarning[]): string[] {
+  const deployKeys = new Map<string, string[]>();
+  for (const w of warnings) if (w.message === deployOnly) deployKeys.set(w.file, [...(deployKeys.get(w.file) ?? []), w.path]);
+  const lines: string[] = [];
+  for (const w of warnings) {
+    const keys = w.message === deployOnly ? deployKeys.get(w.file) : undefined;
+    if (keys === undefined) lines.push(formatIssue(w));
+    else if (keys[0] === w.path) {
+      lines.push(keys.length === 1 ? formatIssue(w) : formatIssue({ file: w.file, path: keys.join(", "), message: deployOnlyGrouped }));
+    }
+  }
+  return lines;
+}
 
 /** A typo is the usual reason for an unknown key, so the key it was probably meant to be is named. */
 function unknownKeyMessage(key: string, keysHere: readonly string[]): string {
