@@ -235,6 +235,17 @@ test("unknown flags and commands get the usage text, and the name they were prob
   expect(missing.output()).toMatch(/^celld: --port needs a value\n\nUsage: celld dev/);
 });
 
+test("--help after a command prints the usage, and --version the versions of celld and its runtime", async () => {
+  const helps = [["dev", "--help"], ["keys", "create", "-h"]].map((args) => run(args, process.cwd()));
+  const version = run(["--version"], process.cwd());
+  for (const help of helps) {
+    expect(await help.exited).toBe(0);
+    expect(help.output()).toMatch(/^Usage: celld dev/);
+  }
+  expect(await version.exited).toBe(0);
+  expect(version.output()).toMatch(/^celld \d+\.\d+\.\d+\nworkerd 1\.\d{8}\.\d+ \(compatibility dates up to \d{4}-\d{2}-\d{2}\)\nMiniflare 4\.\d{8}\.\d+\nNode \d+/);
+});
+
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {
   const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 `, `export default { async fetch(req, env) { await env.JOBS.send({ order: 7 }); return new Response("queued"); } };`);

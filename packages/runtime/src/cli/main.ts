@@ -4,16 +4,28 @@ import { UsageError, parseDevArgs, parseKeysArgs, usage } from "./args.ts";
 import { closestKey } from "../config/closest-key.ts";
 import { dev } from "./dev.ts";
 import { keys } from "./keys.ts";
+import { versionText } from "./version.ts";
 
-const commands = ["dev", "keys", "help"];
+const commands = ["dev", "keys", "help", "version"];
+/** Asked for anywhere on the line, as most CLIs allow (`celld dev --help`). */
+const helpFlags = new Set(["--help", "-h"]);
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command !== undefined && rest.some((arg) => helpFlags.has(arg))) {
+    console.log(usage);
+    return 0;
+  }
   switch (command) {
     case "dev":
       return dev(parseDevArgs(rest, process.cwd()));
     case "keys":
       return keys(parseKeysArgs(rest, process.cwd()));
+    case "version":
+    case "--version":
+    case "-v":
+      console.log(versionText());
+      return 0;
     case undefined:
     case "help":
     case "--help":
