@@ -1,9 +1,9 @@
 import { createRequire } from "node:module";
 import { supportedCompatibilityDate } from "miniflare";
 
-/** A package's version from its package.json, as `require` finds it from `from`. */
-function versionOf(require: NodeJS.Require, name: string): string {
-  const pkg = require(`${name}/package.json`) as { version?: unknown };
+/** A package's version from its package.json, as `resolver` finds the package from its own place. */
+function versionOf(resolver: NodeJS.Require, name: string): string {
+  const pkg = resolver(`${name}/package.json`) as { version?: unknown };
   return typeof pkg.version === "string" ? pkg.version : "(unknown)";
 }
 
