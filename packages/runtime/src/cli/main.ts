@@ -11,11 +11,11 @@ const commands = ["dev", "keys", "help", "version"];
 const helpFlags = new Set(["--help", "-h"]);
 
 async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command !== undefined && rest.some((arg) => helpFlags.has(arg))) {
+  if (argv.some((arg) => helpFlags.has(arg))) {
     console.log(usage);
     return 0;
   }
+  const [command, ...rest] = argv;
   switch (command) {
     case "dev":
       return dev(parseDevArgs(rest, process.cwd()));
@@ -28,8 +28,6 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case undefined:
     case "help":
-    case "--help":
-    case "-h":
       console.log(usage);
       return command === undefined ? 1 : 0;
     default: {
