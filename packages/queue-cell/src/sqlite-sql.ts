@@ -1,3 +1,4 @@
+import type { PackEntry } from "./message-pack.ts";
 import { MessageState } from "./store.ts";
 
 // The SQL of the SQLite store, apart from the code that runs it, so that a test can ask SQLite
@@ -18,6 +19,11 @@ CREATE TABLE IF NOT EXISTS messages (
   bytes INTEGER NOT NULL,
   content_type TEXT NOT NULL,
   attributes TEXT,
+  -- A pack (see message-pack.ts) holds n > 1 messages: id is its first message's, last_id its
+  -- last's, pack their own fields. A row of one message has n = 1 and neither.
+  n INTEGER NOT NULL DEFAULT 1,
+  last_id TEXT,
+  pack TEXT,
   body BLOB NOT NULL
 );
 -- One index serves leasing (ready by visible time), lease expiry, dead-letter time ranges and
@@ -31,14 +37,45 @@ CREATE INDEX IF NOT EXISTS messages_moving_by_seq ON messages (seq) WHERE state 
 CREATE TABLE IF NOT EXISTS received (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID;
 `;
 
+/** Run after addedColumns, whose columns it names. */
+export const schemaAfterColumns = `
+-- The pack that may hold an id: the one with the greatest first id at or below it (packs' id
+-- ranges never overlap). Partial: rows of one message never enter it.
+CREATE INDEX IF NOT EXISTS messages_packs_by_id ON messages (id) WHERE n > 1;
+`;
+
 const fullColumns =
   "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
 const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
+/** A head, and what it takes to read one message's head out of a pack. */
+const headPackColumns = `${headColumns}, n, pack`;
+/** A leasable row as one JSON array (see LeasableFields). */
+const leasableJson = `json_array(seq, id, due_at, deliveries, lease_generation, sent_at, enqueued_at,
+         bytes, content_type, attributes, length(body), n, json(pack))`;
 
 /** Every prepared statement of the store, by the name the store uses. */
 export const statementSql = {
-  insertIgnore: `INSERT OR IGNORE INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
-     VALUES (?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
+  insertIgnore: `INSERT OR IGNORE INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+     VALUES (?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
+  insertPack: `INSERT INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, n, last_id, pack, body)
+     VALUES (?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  /** One message of a pack being unpacked, as it stood in the pack. */
+  insertUnpacked: `INSERT INTO messages (seq, id, state, due_at, deliveries, lease_generation, lease_owner, sent_at, enqueued_at,
+       bytes, content_type, attributes, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  packRow: `SELECT seq, state, due_at, deliveries, lease_generation, lease_owner, enqueued_at, n, pack, body
+     FROM messages WHERE seq = ? AND n > 1`,
+  removePack: "DELETE FROM messages WHERE seq = ? AND n > 1",
+  /** The one pack that may hold this id (see messages_packs_by_id). */
+  packFor: `SELECT ${headPackColumns}, last_id FROM messages INDEXED BY messages_packs_by_id
+     WHERE n > 1 AND id <= ? ORDER BY id DESC LIMIT 1`,
+  /** The row holding this seq: the row with it, or the pack before it if the pack reaches it. */
+  rowAtOrBefore: "SELECT seq, n FROM messages WHERE seq <= ? ORDER BY seq DESC LIMIT 1",
+  /** The seq after every row's, packs' held seqs included: where the next insert starts. */
+  // The last row's is enough: a pack's held seqs come before any later row's.
+  nextSeq: "SELECT coalesce((SELECT seq + n FROM messages ORDER BY seq DESC LIMIT 1), 1) AS next",
+  /** The last id of any pack: a new pack's ids must all be above it (see canPack). */
+  packIdFloor: "SELECT coalesce(max(last_id), '') AS floor FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
+  packCount: "SELECT count(*) AS n FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
   markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",
   // One statement for the whole lease: the rows' seqs go in as a JSON array.
   leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
@@ -48,21 +85,25 @@ export const statementSql = {
   // fixes the order: left to itself, SQLite walks every leased row by the state index.
   removeHeld: `DELETE FROM messages WHERE seq IN (
        SELECT m.seq FROM json_each(?) AS j CROSS JOIN messages AS m ON m.id = j.value ->> 0
-       WHERE m.lease_generation = j.value ->> 1 AND m.state IN (${MessageState.ready}, ${MessageState.leased})
+       WHERE m.lease_generation = j.value ->> 1 AND m.state IN (${MessageState.ready}, ${MessageState.leased}) AND m.n = 1
      ) RETURNING id, lease_generation, seq, state, bytes`,
-  head: `SELECT ${headColumns} FROM messages WHERE id = ?`,
-  setState: "UPDATE messages SET state = ?, due_at = ? WHERE seq = ?",
+  /** The rows limitedSql.leasablePlan chose (a JSON list of seqs), as limitedSql.leasable reads rows. */
+  leaseFetch: `SELECT json_group_array(${leasableJson}) AS fields, CAST(group_concat(body, '') AS BLOB) AS bodies
+     FROM (SELECT * FROM messages WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq)`,
+  head: `SELECT ${headPackColumns} FROM messages WHERE id = ?`,
+  // The changes of one message: never applied to a pack (n = 1), which is unpacked first.
+  setState: "UPDATE messages SET state = ?, due_at = ? WHERE seq = ? AND n = 1",
   resetToReady: `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = 0,
-       lease_generation = lease_generation + 1 WHERE seq = ?`,
+       lease_generation = lease_generation + 1 WHERE seq = ? AND n = 1`,
   unlease: `UPDATE messages SET state = ${MessageState.ready}, due_at = ?, deliveries = max(deliveries - 1, 0),
-       lease_generation = lease_generation + 1 WHERE seq = ?`,
-  remove: "DELETE FROM messages WHERE seq = ?",
+       lease_generation = lease_generation + 1 WHERE seq = ? AND n = 1`,
+  remove: "DELETE FROM messages WHERE seq = ? AND n = 1",
   // In the state index's own order (dead-letter time, then seq): ordering by seq alone sorted
   // every row left in the range for each slice of a replay, quadratic in the dead-letter set.
   deadInRange: `SELECT ${headColumns} FROM messages
      WHERE state = ${MessageState.dead} AND due_at >= @from AND due_at < @to
      ORDER BY due_at, seq LIMIT @limit`,
-  listByState: `SELECT ${fullColumns} FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
+  listByState: `SELECT ${fullColumns}, n, pack FROM messages WHERE state = ? AND seq > ? ORDER BY seq LIMIT ?`,
   // The state is written out, not bound: only then may SQLite use the partial index. INDEXED BY:
   // without statistics SQLite prefers the state index and sorts the whole state for each page.
   listDead: `SELECT ${fullColumns} FROM messages INDEXED BY messages_dead_by_seq
@@ -70,8 +111,8 @@ export const statementSql = {
   listMoving: `SELECT ${fullColumns} FROM messages INDEXED BY messages_moving_by_seq
      WHERE state = ${MessageState.moving} AND seq > ? ORDER BY seq LIMIT ?`,
   firstYoungerThan: "SELECT seq FROM messages WHERE enqueued_at > ? ORDER BY seq LIMIT 1",
-  sweepBefore: `DELETE FROM messages WHERE seq < ? RETURNING state, bytes`,
-  countDelayed: `SELECT count(*) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
+  sweepBefore: `DELETE FROM messages WHERE seq < ? RETURNING state, n, bytes`,
+  countDelayed: `SELECT coalesce(sum(n), 0) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
   // NOT INDEXED: walk rows in seq order and stop at the first backlog row; through the state
   // index SQLite would collect every ready and leased row and sort them.
   oldestBacklog: `SELECT seq, enqueued_at FROM messages NOT INDEXED
@@ -81,7 +122,7 @@ export const statementSql = {
   nextLeaseExpiry: `SELECT due_at FROM messages WHERE state = ${MessageState.leased} ORDER BY due_at LIMIT 1`,
   oldestEnqueued: "SELECT enqueued_at FROM messages ORDER BY seq LIMIT 1",
   newestEnqueued: "SELECT enqueued_at FROM messages ORDER BY seq DESC LIMIT 1",
-  totals: "SELECT state, count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM messages GROUP BY state",
+  totals: "SELECT state, coalesce(sum(n), 0) AS n, coalesce(sum(bytes), 0) AS bytes FROM messages GROUP BY state",
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
   sweepReceived: "DELETE FROM received WHERE at <= ?",
@@ -97,6 +138,9 @@ export type StatementName = keyof typeof statementSql;
  */
 export const addedColumns = [
   { table: "messages", column: "lease_owner", definition: "lease_owner INTEGER NOT NULL DEFAULT 0" },
+  { table: "messages", column: "n", definition: "n INTEGER NOT NULL DEFAULT 1" },
+  { table: "messages", column: "last_id", definition: "last_id TEXT" },
+  { table: "messages", column: "pack", definition: "pack TEXT" },
 ] as const;
 
 /**
@@ -115,22 +159,31 @@ export const limitedSql = {
    * is, by default), and the cast takes those bytes back as a blob, unchanged.
    */
   leasable: (limit: number) =>
-    `SELECT json_group_array(json_array(seq, id, due_at, deliveries, lease_generation, sent_at, enqueued_at,
-         bytes, content_type, attributes, length(body))) AS fields,
-       CAST(group_concat(body, '') AS BLOB) AS bodies
+    `SELECT json_group_array(${leasableJson}) AS fields, CAST(group_concat(body, '') AS BLOB) AS bodies
      FROM (SELECT * FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ${sqlLimit(limit)})`,
-  /** Due ready rows, counted up to `limit`: whether a waiting lease can be filled. */
+  /**
+   * With packs in the store, a lease first reads which rows to take ([seq, n] each, in the order
+   * leasable reads them), so that it reads the fields and bodies of no row it does not take.
+   */
+  leasablePlan: (limit: number) =>
+    `SELECT json_group_array(json_array(seq, n)) AS rows
+     FROM (SELECT seq, n FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? ORDER BY due_at LIMIT ${sqlLimit(limit)})`,
+  /** Due ready rows, counted up to `limit`: whether a waiting lease can be filled (no packs). */
   countDue: (limit: number) =>
     `SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? LIMIT ${sqlLimit(limit)})`,
+  /** The same with packs in the store, counting their messages: it reads each row, not only the index. */
+  countDueMessages: (limit: number) =>
+    `SELECT coalesce(sum(n), 0) AS n FROM (SELECT n FROM messages WHERE state = ${MessageState.ready} AND due_at <= ? LIMIT ${sqlLimit(limit)})`,
   /** Leased rows held by `owner`, through the state index (run once, at a host's start). */
   leasedBy: (limit: number) =>
-    `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND lease_owner = ? LIMIT ${sqlLimit(limit)}`,
+    `SELECT ${headPackColumns} FROM messages WHERE state = ${MessageState.leased} AND lease_owner = ? LIMIT ${sqlLimit(limit)}`,
   expiredLeases: (limit: number) =>
-    `SELECT ${headColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
+    `SELECT ${headPackColumns} FROM messages WHERE state = ${MessageState.leased} AND due_at <= ?
      ORDER BY due_at LIMIT ${sqlLimit(limit)}`,
 } as const;
 
 export type LimitedStatementName = keyof typeof limitedSql;
+
 
 /** One leasable row's fields, in the order `limitedSql.leasable` writes them. */
 export type LeasableFields = [
@@ -145,6 +198,9 @@ export type LeasableFields = [
   contentType: string,
   attributes: string | null,
   bodyLength: number,
+  /** Messages in the row: more than one for a pack, whose list follows. */
+  n: number,
+  pack: PackEntry[] | null,
 ];
 
 /** A limit is written into the SQL text, so it must be a plain positive integer. */
@@ -153,9 +209,9 @@ function sqlLimit(limit: number): number {
   return limit;
 }
 
-/** A multi-row INSERT of `rowCount` new ready rows, 8 parameters each. */
+/** A multi-row INSERT of `rowCount` new ready rows, 9 parameters each (the seq given). */
 export function insertRowsSql(rowCount: number): string {
-  const values = `(?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
-  return `INSERT INTO messages (id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
+  const values = `(?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
+  return `INSERT INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
      VALUES ${Array.from({ length: rowCount }, () => values).join(", ")}`;
 }

@@ -10,11 +10,13 @@ import {
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
+import { canPack, decodePackEntries, encodePack, indexInPack, messageBytes, packMessagesMax, type PackEntry } from "./message-pack.ts";
 import {
   addedColumns,
   insertRowsSql,
   limitedSql,
   schema,
+  schemaAfterColumns,
   statementSql,
   type LeasableFields,
   type LimitedStatementName,
@@ -79,6 +81,39 @@ interface HeadRow {
   bytes: number;
 }
 
+/** A head row that may be a pack: then n > 1 and pack lists its messages. */
+interface HeadPackRow extends HeadRow {
+  n: number;
+  pack: string | null;
+}
+
+interface FullPackRow extends FullRow {
+  n: number;
+  pack: string | null;
+}
+
+/** A pack as unpacking reads it. */
+interface PackRow {
+  seq: number;
+  state: MessageState;
+  due_at: number;
+  deliveries: number;
+  lease_generation: number;
+  lease_owner: number;
+  enqueued_at: number;
+  n: number;
+  pack: string;
+  body: Buffer;
+}
+
+/** A pack an ack names messages of, with what the ack needs to know of it. */
+interface AckedPack {
+  row: HeadPackRow & { last_id: string };
+  list: PackEntry[];
+  /** The refs that name one of its messages with its current generation, by index. */
+  held: Map<number, string>;
+}
+
 /** A row removeHeld deleted, as its RETURNING clause lists the columns. */
 type RemovedRow = [id: string, leaseGeneration: number, seq: number, state: MessageState, bytes: number];
 
@@ -111,8 +146,47 @@ function toHead(row: HeadRow): MessageHead {
   };
 }
 
-function messageBytes(row: NewMessage): number {
-  return row.body.byteLength + (row.attributes === null ? 0 : Buffer.byteLength(row.attributes));
+/** The heads of a row's messages: itself, or each message of a pack. */
+function headsOf(row: HeadPackRow): MessageHead[] {
+  if (row.n === 1 || row.pack === null) return [toHead(row)];
+  return (JSON.parse(row.pack) as PackEntry[]).map((entry, i) => packHead(row, entry, i));
+}
+
+function packHead(row: HeadRow, entry: PackEntry, index: number): MessageHead {
+  return {
+    seq: row.seq + index,
+    id: entry[0],
+    state: row.state,
+    dueAt: row.due_at,
+    deliveries: row.deliveries,
+    leaseGeneration: row.lease_generation,
+    bytes: entry[4],
+  };
+}
+
+/** The stored messages of a row: itself, or each message of a pack with its slice of the body. */
+function storedOf(row: FullPackRow): StoredMessage[] {
+  if (row.n === 1 || row.pack === null) return [toStored(row)];
+  const list = decodePackEntries(row.pack, row.body.byteLength);
+  let offset = 0;
+  return list.map(([id, sentAt, contentType, attributes, bytes, bodyLength], i) => {
+    const body = new Uint8Array(row.body.buffer, row.body.byteOffset + offset, bodyLength);
+    offset += bodyLength;
+    return {
+      seq: row.seq + i,
+      id,
+      state: row.state,
+      dueAt: row.due_at,
+      deliveries: row.deliveries,
+      leaseGeneration: row.lease_generation,
+      sentAt,
+      enqueuedAt: row.enqueued_at,
+      bytes,
+      contentType,
+      attributes,
+      body,
+    };
+  });
 }
 
 /**
@@ -151,6 +225,12 @@ export class SqliteCellStore implements CellStore {
   /** undefined: unknown, recompute; null: no backlog. */
   private oldestBacklog: { seq: number; enqueuedAt: number } | null | undefined = undefined;
   private readonly stmt: Record<StatementName, Database.Statement>;
+  /** Where the next row's seq starts: past every row's and every pack's held seqs. */
+  private nextSeq: number;
+  /** Packs in the store; with none, leases and acks take the paths for rows of one message. */
+  private packs: number;
+  /** The highest last id of any pack held since the store opened: a new pack's ids must be above it. */
+  private packIdFloor: string;
 
   constructor(
     private readonly path: string,
@@ -179,6 +259,7 @@ export class SqliteCellStore implements CellStore {
     this.db.pragma("cache_size = -16384");
     this.db.exec(schema);
     this.addMissingColumns();
+    this.db.exec(schemaAfterColumns);
     const db = this.db;
     this.stmt = Object.fromEntries(
       Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
@@ -186,6 +267,9 @@ export class SqliteCellStore implements CellStore {
     // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
     this.stmt.removeHeld.raw(true);
     this.counts = this.readTotals();
+    this.nextSeq = (this.stmt.nextSeq.get() as { next: number }).next;
+    this.packs = (this.stmt.packCount.get() as { n: number }).n;
+    this.packIdFloor = (this.stmt.packIdFloor.get() as { floor: string }).floor;
     if (this.walSync !== undefined) {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
       // wrote before anything is built on it.
@@ -208,12 +292,15 @@ export class SqliteCellStore implements CellStore {
   transaction<T>(fn: () => T): T {
     const saved = { ...this.counts };
     const savedOldest = this.oldestBacklog;
+    const savedPacks = this.packs;
     try {
       return this.db.transaction(fn).immediate();
     } catch (error) {
-      // The rows rolled back; so must the totals kept beside them.
+      // The rows rolled back; so must the totals kept beside them. (nextSeq and packIdFloor may
+      // stay ahead: a seq or an id range left unused costs nothing.)
       this.counts = saved;
       this.oldestBacklog = savedOldest;
+      this.packs = savedPacks;
       this.mayHaveDelayed = true;
       if (error instanceof Database.SqliteError) {
         throw new CellError("ERR_STORAGE", `the queue's storage failed: ${error.message} (${error.code})`, {
@@ -229,7 +316,7 @@ export class SqliteCellStore implements CellStore {
     const inserted: string[] = [];
     for (const row of rows) {
       const bytes = messageBytes(row);
-      const args = [row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body];
+      const args = [this.nextSeq++, row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body];
       // A dead-letter move is retried after a crash; the received table remembers ids that were
       // already taken in, even once they have been acked and deleted here.
       if (this.stmt.markReceived.run(row.id, row.enqueuedAt).changes === 0) continue;
@@ -244,23 +331,37 @@ export class SqliteCellStore implements CellStore {
     return inserted;
   }
 
-  /** New rows, up to insertRowsPerStatement per statement: a send is one statement, not 100. */
+  /**
+   * New rows, up to insertRowsPerStatement per statement: a send is one statement, not 100. A
+   * send whose messages may share a pack is one row (see message-pack.ts).
+   */
   private insertNew(rows: readonly NewMessage[]): string[] {
     for (let start = 0; start < rows.length; start += insertRowsPerStatement) {
       const chunk = rows.slice(start, start + insertRowsPerStatement);
-      const args: unknown[] = [];
+      const firstSeq = this.nextSeq;
+      // Visible later than it entered: delayed until then (the cell's clock never runs behind
+      // an entry time, so a row due by its entry is never delayed).
+      for (const row of chunk) if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
       let bytesTotal = 0;
-      for (const row of chunk) {
-        const bytes = messageBytes(row);
-        bytesTotal += bytes;
-        // Visible later than it entered: delayed until then (the cell's clock never runs behind
-        // an entry time, so a row due by its entry is never delayed).
-        if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
-        args.push(row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body);
+      if (canPack(chunk, this.packIdFloor)) {
+        const first = chunk[0]!;
+        const last = chunk[chunk.length - 1]!;
+        const pack = encodePack(chunk);
+        this.stmt.insertPack.run(firstSeq, first.id, first.dueAt, first.sentAt, first.enqueuedAt, pack.bytes, first.contentType, chunk.length, last.id, pack.entries, pack.body);
+        bytesTotal = pack.bytes;
+        this.packs += 1;
+        this.packIdFloor = last.id;
+      } else {
+        const args: unknown[] = [];
+        for (let i = 0; i < chunk.length; i++) {
+          const row = chunk[i]!;
+          const bytes = messageBytes(row);
+          bytesTotal += bytes;
+          args.push(firstSeq + i, row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body);
+        }
+        this.insertStatement(chunk.length).run(...args);
       }
-      const { lastInsertRowid } = this.insertStatement(chunk.length).run(...args);
-      // Rows of one statement take consecutive rowids: the table's largest plus one, in turn.
-      const firstSeq = Number(lastInsertRowid) - chunk.length + 1;
+      this.nextSeq += chunk.length;
       if (this.oldestBacklog === null) this.oldestBacklog = { seq: firstSeq, enqueuedAt: chunk[0]!.enqueuedAt };
       this.counts.ready += chunk.length;
       this.counts.backlogBytes += bytesTotal;
@@ -292,33 +393,42 @@ export class SqliteCellStore implements CellStore {
   }
 
   lease(nowMs: number, limit: number, expiresAtMs: number, owner = 0): LeasedRow[] {
-    const found = this.limited("leasable", limit).get(nowMs) as { fields: string; bodies: Buffer | null };
+    const found = (this.packs === 0 ? this.limited("leasable", limit).get(nowMs) : this.leasableWithPacks(nowMs, limit)) as {
+      fields: string;
+      bodies: Buffer | null;
+    };
     const picked = JSON.parse(found.fields) as LeasableFields[];
     if (picked.length === 0) return [];
     this.stmt.leaseRows.run(expiresAtMs, owner, JSON.stringify(picked.map((row) => row[0])));
     const bodies = found.bodies ?? Buffer.alloc(0);
     let offset = 0;
     // As the UPDATE left each row. Each body is a view of the one blob, not a copy.
-    const rows = picked.map((row): LeasedRow => {
-      const [seq, id, dueAt, deliveries, leaseGeneration, sentAt, enqueuedAt, bytes, contentType, attributes, bodyLength] = row;
-      const body = new Uint8Array(bodies.buffer, bodies.byteOffset + offset, bodyLength);
-      offset += bodyLength;
-      return {
-        seq,
-        id,
-        state: MessageState.leased,
-        dueAt: expiresAtMs,
-        deliveries: deliveries + 1,
-        leaseGeneration: leaseGeneration + 1,
-        sentAt,
-        enqueuedAt,
-        bytes,
-        contentType,
-        attributes,
-        body,
-        availableAt: dueAt,
-      };
-    });
+    const rows: LeasedRow[] = [];
+    for (const row of picked) {
+      const [seq, id, dueAt, deliveries, leaseGeneration, sentAt, enqueuedAt, bytes, contentType, attributes, bodyLength, , pack] = row;
+      // A pack's messages, or the row's one message: [id, sentAt, contentType, attributes, bytes, bodyLength].
+      const messages: readonly PackEntry[] = pack ?? [[id, sentAt, contentType, attributes, bytes, bodyLength]];
+      for (let i = 0; i < messages.length; i++) {
+        const entry = messages[i]!;
+        const body = new Uint8Array(bodies.buffer, bodies.byteOffset + offset, entry[5]);
+        offset += entry[5];
+        rows.push({
+          seq: seq + i,
+          id: entry[0],
+          state: MessageState.leased,
+          dueAt: expiresAtMs,
+          deliveries: deliveries + 1,
+          leaseGeneration: leaseGeneration + 1,
+          sentAt: entry[1],
+          enqueuedAt,
+          bytes: entry[4],
+          contentType: entry[2],
+          attributes: entry[3],
+          body,
+          availableAt: dueAt,
+        });
+      }
+    }
     if (offset !== bodies.byteLength) {
       throw new CellError("ERR_STORAGE", `the queue's storage failed: leased bodies came to ${bodies.byteLength} bytes, not ${offset}`);
     }
@@ -327,10 +437,36 @@ export class SqliteCellStore implements CellStore {
     return rows.sort((a, b) => a.seq - b.seq);
   }
 
+  /**
+   * What `leasable` reads, with packs in the store: the rows holding the first `limit` due
+   * messages. A pack that would overfill the lease is unpacked first, so that the lease takes
+   * exactly the messages it would if every message were a row of its own.
+   */
+  private leasableWithPacks(nowMs: number, limit: number): unknown {
+    for (;;) {
+      const plan = JSON.parse((this.limited("leasablePlan", limit).get(nowMs) as { rows: string }).rows) as Array<[seq: number, n: number]>;
+      const take: number[] = [];
+      let count = 0;
+      let unpacked = false;
+      for (const [seq, n] of plan) {
+        if (count + n <= limit) {
+          take.push(seq);
+          count += n;
+          continue;
+        }
+        if (count < limit) unpacked = this.unpack(seq);
+        break;
+      }
+      if (!unpacked) return this.stmt.leaseFetch.get(JSON.stringify(take));
+    }
+  }
+
   removeHeld(refs: ReadonlyArray<{ id: string; leaseGeneration: number }>): Map<string, number> {
     const removed = new Map<string, number>();
     if (refs.length === 0) return removed;
-    const json = JSON.stringify(refs.map((ref) => [ref.id, ref.leaseGeneration]));
+    const rest = this.packs === 0 ? refs : this.removeHeldPacks(refs, removed);
+    if (rest.length === 0) return removed;
+    const json = JSON.stringify(rest.map((ref) => [ref.id, ref.leaseGeneration]));
     for (const [id, generation, seq, state, bytes] of this.stmt.removeHeld.all(json) as RemovedRow[]) {
       this.leaveState({ seq, state, bytes });
       removed.set(id, generation);
@@ -338,25 +474,78 @@ export class SqliteCellStore implements CellStore {
     return removed;
   }
 
+  /**
+   * The acks of messages in packs. A pack every message of which is acked with its generation
+   * goes as one row. One acked in part is unpacked, and its acks are left, with those of rows of
+   * one message, for the statement that deletes rows one by one; so are refs no pack holds.
+   */
+  private removeHeldPacks(
+    refs: ReadonlyArray<{ id: string; leaseGeneration: number }>,
+    removed: Map<string, number>,
+  ): Array<{ id: string; leaseGeneration: number }> {
+    const rest: Array<{ id: string; leaseGeneration: number }> = [];
+    const packs = new Map<number, AckedPack>();
+    // The pack last looked up: an ack's refs mostly come in a pack's order, one lookup a pack.
+    let last: AckedPack | undefined;
+    for (const ref of refs) {
+      let pack = last !== undefined && ref.id >= last.row.id && ref.id <= last.row.last_id ? last : undefined;
+      if (pack === undefined) {
+        const row = this.stmt.packFor.get(ref.id) as (HeadPackRow & { last_id: string }) | undefined;
+        if (row === undefined || ref.id > row.last_id) {
+          rest.push(ref);
+          continue;
+        }
+        pack = packs.get(row.seq) ?? { row, list: JSON.parse(row.pack!) as PackEntry[], held: new Map() };
+        packs.set(row.seq, pack);
+        last = pack;
+      }
+      const index = indexInPack(pack.list, ref.id);
+      if (index < 0) rest.push(ref);
+      else if (ref.leaseGeneration === pack.row.lease_generation && !pack.held.has(index)) pack.held.set(index, ref.id);
+      // Else stale, or named twice: not acked, as the statement would not ack it.
+    }
+    for (const { row, list, held } of packs.values()) {
+      const live = row.state === MessageState.ready || row.state === MessageState.leased;
+      if (!live || held.size === 0) continue;
+      if (held.size === list.length) {
+        this.stmt.removePack.run(row.seq);
+        this.packs -= 1;
+        this.bump(row.state, -row.n, -row.bytes);
+        if (this.oldestBacklog != null && this.oldestBacklog.seq === row.seq) this.oldestBacklog = undefined;
+        for (const id of held.values()) removed.set(id, row.lease_generation);
+        continue;
+      }
+      this.unpack(row.seq);
+      for (const id of held.values()) rest.push({ id, leaseGeneration: row.lease_generation });
+    }
+    return rest;
+  }
+
   head(id: string): MessageHead | undefined {
-    const row = this.stmt.head.get(id) as HeadRow | undefined;
-    return row === undefined ? undefined : toHead(row);
+    const row = this.stmt.head.get(id) as HeadPackRow | undefined;
+    if (row !== undefined) return row.n === 1 || row.pack === null ? toHead(row) : packHead(row, (JSON.parse(row.pack) as PackEntry[])[0]!, 0);
+    if (this.packs === 0) return undefined;
+    const pack = this.stmt.packFor.get(id) as (HeadPackRow & { last_id: string }) | undefined;
+    if (pack === undefined || id > pack.last_id) return undefined;
+    const list = JSON.parse(pack.pack!) as PackEntry[];
+    const index = indexInPack(list, id);
+    return index < 0 ? undefined : packHead(pack, list[index]!, index);
   }
 
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void {
-    this.stmt.setState.run(state, dueAtMs, head.seq);
+    this.onOneMessage(head.seq, (seq) => this.stmt.setState.run(state, dueAtMs, seq));
     this.leaveState(head);
     this.enterState(state, head.bytes);
   }
 
   unlease(head: MessageHead, dueAtMs: number): void {
-    this.stmt.unlease.run(dueAtMs, head.seq);
+    this.onOneMessage(head.seq, (seq) => this.stmt.unlease.run(dueAtMs, seq));
     this.leaveState(head);
     this.enterState(MessageState.ready, head.bytes);
   }
 
   resetToReady(head: MessageHead, dueAtMs: number): void {
-    this.stmt.resetToReady.run(dueAtMs, head.seq);
+    this.onOneMessage(head.seq, (seq) => this.stmt.resetToReady.run(dueAtMs, seq));
     this.leaveState(head);
     this.enterState(MessageState.ready, head.bytes);
     // A replayed row may be older than the cached oldest backlog row.
@@ -364,16 +553,16 @@ export class SqliteCellStore implements CellStore {
   }
 
   remove(head: MessageHead): void {
-    this.stmt.remove.run(head.seq);
+    this.onOneMessage(head.seq, (seq) => this.stmt.remove.run(seq));
     this.leaveState(head);
   }
 
   leasedBy(owner: number, limit: number): MessageHead[] {
-    return (this.limited("leasedBy", limit).all(owner) as HeadRow[]).map(toHead);
+    return (this.limited("leasedBy", limit).all(owner) as HeadPackRow[]).flatMap(headsOf).slice(0, limit);
   }
 
   expiredLeases(nowMs: number, limit: number): MessageHead[] {
-    return (this.limited("expiredLeases", limit).all(nowMs) as HeadRow[]).map(toHead);
+    return (this.limited("expiredLeases", limit).all(nowMs) as HeadPackRow[]).flatMap(headsOf).slice(0, limit);
   }
 
   deadInRange(fromMs: number, toMs: number, limit: number): MessageHead[] {
@@ -381,13 +570,16 @@ export class SqliteCellStore implements CellStore {
   }
 
   listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[] {
-    const rows =
-      state === MessageState.dead
-        ? this.stmt.listDead.all(afterSeq, limit)
-        : state === MessageState.moving
-          ? this.stmt.listMoving.all(afterSeq, limit)
-          : this.stmt.listByState.all(state, afterSeq, limit);
-    return (rows as FullRow[]).map(toStored);
+    // Dead and moving messages are never in packs: a message leaves its pack before it dies.
+    if (state === MessageState.dead) return (this.stmt.listDead.all(afterSeq, limit) as FullRow[]).map(toStored);
+    if (state === MessageState.moving) return (this.stmt.listMoving.all(afterSeq, limit) as FullRow[]).map(toStored);
+    // A pack that starts before afterSeq may hold messages after it; rows wholly before it are
+    // at most packMessagesMax - 1, so that many more rows still leave `limit` to return.
+    const rows = this.stmt.listByState.all(state, afterSeq - (packMessagesMax - 1), limit + packMessagesMax - 1) as FullPackRow[];
+    return rows
+      .flatMap(storedOf)
+      .filter((m) => m.seq > afterSeq)
+      .slice(0, limit);
   }
 
   sweepEnqueuedBefore(cutoffMs: number): number {
@@ -395,21 +587,63 @@ export class SqliteCellStore implements CellStore {
     // prefix: find its end with one index walk instead of scanning the table.
     const first = this.stmt.firstYoungerThan.get(cutoffMs) as { seq: number } | undefined;
     const end = first === undefined ? Number.MAX_SAFE_INTEGER : first.seq;
-    const removed = this.stmt.sweepBefore.all(end) as Array<{ state: MessageState; bytes: number }>;
-    for (const row of removed) this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 });
-    if (removed.length > 0) this.oldestBacklog = undefined;
-    return removed.length;
+    return this.removedRows(this.stmt.sweepBefore.all(end) as Array<{ state: MessageState; n: number; bytes: number }>);
   }
 
   purge(states: readonly MessageState[]): number {
     if (states.length === 0) return 0;
     const list = states.map((s) => Number(s)).join(", ");
-    const removed = this.db
-      .prepare(`DELETE FROM messages WHERE state IN (${list}) RETURNING state, bytes`)
-      .all() as Array<{ state: MessageState; bytes: number }>;
-    for (const row of removed) this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 });
-    if (removed.length > 0) this.oldestBacklog = undefined;
-    return removed.length;
+    return this.removedRows(
+      this.db.prepare(`DELETE FROM messages WHERE state IN (${list}) RETURNING state, n, bytes`).all() as Array<{
+        state: MessageState;
+        n: number;
+        bytes: number;
+      }>,
+    );
+  }
+
+  /** Counts out rows deleted in bulk; returns how many messages they held. */
+  private removedRows(rows: ReadonlyArray<{ state: MessageState; n: number; bytes: number }>): number {
+    let messages = 0;
+    for (const row of rows) {
+      this.bump(row.state, -row.n, -row.bytes);
+      if (row.n > 1) this.packs -= 1;
+      messages += row.n;
+    }
+    if (rows.length > 0) this.oldestBacklog = undefined;
+    return messages;
+  }
+
+  /**
+   * Runs a change of one message by its seq. A message still in a pack has no row of its own:
+   * the pack is unpacked, and the change run again.
+   */
+  private onOneMessage(seq: number, run: (seq: number) => Database.RunResult): void {
+    if (run(seq).changes > 0 || this.packs === 0) return;
+    const row = this.stmt.rowAtOrBefore.get(seq) as { seq: number; n: number } | undefined;
+    if (row === undefined || row.n === 1 || seq >= row.seq + row.n) return;
+    this.unpack(row.seq);
+    run(seq);
+  }
+
+  /**
+   * Replaces a pack with a row for each of its messages, at the seqs it held for them, each as
+   * the pack stood (state, times, deliveries, lease). Returns false if no pack has that seq.
+   */
+  private unpack(seq: number): boolean {
+    const row = this.stmt.packRow.get(seq) as PackRow | undefined;
+    if (row === undefined) return false;
+    const list = decodePackEntries(row.pack, row.body.byteLength);
+    this.stmt.removePack.run(seq);
+    let offset = 0;
+    for (let i = 0; i < list.length; i++) {
+      const [id, sentAt, contentType, attributes, bytes, bodyLength] = list[i]!;
+      const body = row.body.subarray(offset, offset + bodyLength);
+      offset += bodyLength;
+      this.stmt.insertUnpacked.run(seq + i, id, row.state, row.due_at, row.deliveries, row.lease_generation, row.lease_owner, sentAt, row.enqueued_at, bytes, contentType, attributes, body);
+    }
+    this.packs -= 1;
+    return true;
   }
 
   totals(): StoreTotals {
@@ -431,7 +665,7 @@ export class SqliteCellStore implements CellStore {
   hasDue(nowMs: number, count: number): boolean {
     // Fewer ready rows in all, due or delayed: no need to read the index.
     if (this.counts.ready < count) return false;
-    return (this.limited("countDue", count).get(nowMs) as { n: number }).n >= count;
+    return (this.limited(this.packs === 0 ? "countDue" : "countDueMessages", count).get(nowMs) as { n: number }).n >= count;
   }
 
   earliestReadyDueAt(): number | null {

@@ -25,6 +25,8 @@ async function simulate(seed: number, dir: string): Promise<void> {
   const model = new QueueModel(maxDeliveries);
   // Every lease ever handed out: fresh ones are current, others have gone stale.
   const held: LeasedMessage[] = [];
+  // The same, as each lease call returned them: acked together, a whole send can go as one.
+  const leases: LeasedMessage[][] = [];
   const step = async (what: string, check: () => Promise<void>): Promise<void> => {
     try {
       await check();
@@ -59,6 +61,18 @@ async function simulate(seed: number, dir: string): Promise<void> {
         }
         model.lease(leased.map((m) => m.id), clock.now() + visibility * 1000);
         held.push(...leased);
+        if (leased.length > 0) leases.push(leased);
+      });
+    } else if (op < 50 && leases.length > 0) {
+      const lease = leases[rand.int(leases.length)]!;
+      await step("ack a whole lease", async () => {
+        const refs = lease.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration }));
+        const result = await cell.ack(refs);
+        model.advanceTo(clock.now());
+        const stale = refs.filter((ref) => !model.holds(ref.id, ref.leaseGeneration));
+        expect(result.staleLeases).toEqual(stale);
+        expect(result.acked).toBe(refs.length - stale.length);
+        for (const ref of refs) if (!stale.includes(ref)) model.ack(ref.id);
       });
     } else if (op < 70 && held.length > 0) {
       const lease = held[rand.int(held.length)]!;

@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
-import { insertRowsSql, limitedSql, schema, statementSql, type StatementName } from "../src/sqlite-sql.ts";
+import { insertRowsSql, limitedSql, schema, schemaAfterColumns, statementSql, type StatementName } from "../src/sqlite-sql.ts";
 
 /**
  * How SQLite plans each statement of the store. A statement that stops using its index still
@@ -14,11 +14,13 @@ const scansByDesign: Partial<Record<StatementName, string>> = {
   oldestBacklog: "NOT INDEXED on purpose: the first backlog row in seq order",
   oldestEnqueued: "the first row by seq",
   newestEnqueued: "the last row by seq",
+  nextSeq: "the last row by seq, once at open",
+  packCount: "walks the packs' partial index, which holds packs only, once at open",
   totals: "counts per state, once at open",
   sweepReceived: "forgets old dead-letter receipts, on the retention tick",
 };
 /** No table lookup at all. */
-const noLookup: StatementName[] = ["insertIgnore", "markReceived", "setMeta", "totalChanges"];
+const noLookup: StatementName[] = ["insertIgnore", "insertPack", "insertUnpacked", "markReceived", "setMeta", "totalChanges"];
 
 function plan(db: Database.Database, sql: string): string[] {
   const named = [...sql.matchAll(/@(\w+)/g)].map((m) => m[1]!);
@@ -29,6 +31,7 @@ function plan(db: Database.Database, sql: string): string[] {
 describe("SQLite query plans", () => {
   const db = new Database(":memory:");
   db.exec(schema);
+  db.exec(schemaAfterColumns);
 
   test.each(Object.keys(statementSql) as StatementName[])("%s uses an index, or scans by design", (name) => {
     const steps = plan(db, statementSql[name]);
@@ -57,6 +60,21 @@ describe("SQLite query plans", () => {
       expect.stringMatching(/^SCAN \(subquery/),
     ]);
     expect(plan(db, statementSql.leaseRows)[0]).toMatch(/^SEARCH messages USING INTEGER PRIMARY KEY \(rowid=\?\)/);
+  });
+
+  test("with packs, a lease finds the rows to take through the state index, then reads just those by seq", () => {
+    expect(plan(db, limitedSql.leasablePlan(100))).toEqual([
+      expect.stringMatching(/^CO-ROUTINE/),
+      expect.stringMatching(/^SEARCH messages USING INDEX messages_by_state_due \(state=\? AND due_at<\?\)$/),
+      expect.stringMatching(/^SCAN \(subquery/),
+    ]);
+    const fetch = plan(db, statementSql.leaseFetch);
+    expect(fetch.some((s) => /^SEARCH messages USING INTEGER PRIMARY KEY \(rowid=\?\)/.test(s)), fetch.join(" | ")).toBe(true);
+    expect(fetch.filter((s) => /^SCAN messages\b/.test(s)), fetch.join(" | ")).toEqual([]);
+  });
+
+  test("the pack that may hold an id is one step down the packs' index", () => {
+    expect(plan(db, statementSql.packFor)).toEqual([expect.stringMatching(/^SEARCH messages USING INDEX messages_packs_by_id \(id<\?\)$/)]);
   });
 
   test("expired leases are read through the state index, oldest first, sorting nothing", () => {

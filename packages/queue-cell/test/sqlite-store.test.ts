@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { expect, test } from "vitest";
-import { SqliteCellStore } from "../src/index.ts";
+import { MessageState, SqliteCellStore } from "../src/index.ts";
 import { describeStoreConformance } from "./store-conformance.ts";
 import { tempDir } from "./temp-dir.ts";
 
@@ -23,5 +23,46 @@ test("a file from before lease owners gets the column at open, keeping its rows"
   const [leased] = store.transaction(() => store.lease(1_000, 10, 9_000, 3));
   expect(leased).toMatchObject({ id: "a", deliveries: 1, leaseGeneration: 1 });
   expect(store.leasedBy(3, 10).map((h) => h.id)).toEqual(["a"]);
+  // The columns of packs were added at the end of its rows: a pack works there as well.
+  const later = ["b", "c", "d"].map((id) => ({ id, dueAt: 2_000, sentAt: 2_000, enqueuedAt: 2_000, contentType: "text", attributes: null, body: new TextEncoder().encode(id) }));
+  store.transaction(() => store.insert(later));
+  expect(store.transaction(() => store.lease(2_000, 2, 9_000)).map((m) => [m.id, new TextDecoder().decode(m.body)])).toEqual([
+    ["b", "b"],
+    ["c", "c"],
+  ]);
+  store.close();
+  const reopened = new SqliteCellStore(path, { durability: "full" });
+  expect(reopened.totals()).toMatchObject({ ready: 1, leased: 3 });
+  expect(reopened.head("d")).toMatchObject({ state: MessageState.ready });
+  reopened.close();
+});
+
+test("a send of messages due together is one row until one of them is treated apart", () => {
+  const path = join(tempDir(), "packs.sqlite");
+  const store = new SqliteCellStore(path, { durability: "full" });
+  const message = (id: string, dueAt = 1_000) => ({ id, dueAt, sentAt: 900, enqueuedAt: 1_000, contentType: "text", attributes: null, body: new TextEncoder().encode(id) });
+  const reader = new Database(path, { readonly: true });
+  const rows = (): number => (reader.prepare("SELECT count(*) AS n FROM messages").get() as { n: number }).n;
+  const letters = (from: string, count: number) => Array.from({ length: count }, (_, i) => String.fromCharCode(from.charCodeAt(0) + i));
+  store.transaction(() => store.insert(letters("a", 100).map((id) => message(id))));
+  expect(rows()).toBe(1);
+  // Leased and acked whole, it stays one row to the end.
+  const leased = store.transaction(() => store.lease(1_000, 100, 9_000));
+  expect(rows()).toBe(1);
+  store.transaction(() => store.removeHeld(leased.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration }))));
+  expect(rows()).toBe(0);
+  // Not packed: a single message, messages due at different times, ids not rising, ids at or
+  // below the last id of a pack the store has held (packs' ranges must not overlap).
+  store.transaction(() => store.insert([message("x0")]));
+  store.transaction(() => store.insert([message("x1"), message("x2", 2_000)]));
+  store.transaction(() => store.insert([message("x4"), message("x3")]));
+  store.transaction(() => store.insert([message("\u00a0a"), message("\u00a0b")]));
+  expect(rows()).toBe(7);
+  store.transaction(() => store.insert([message("\u0400a"), message("\u0400b")]));
+  expect(rows()).toBe(8);
+  // A lease of part of a pack unpacks it into a row for each message.
+  expect(store.transaction(() => store.lease(1_000, 7, 9_000)).map((m) => m.id)).toEqual(["x0", "x1", "x4", "x3", "\u00a0a", "\u00a0b", "\u0400a"]);
+  expect(rows()).toBe(9);
+  reader.close();
   store.close();
 });

@@ -252,6 +252,167 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    // A send of several messages due together may be kept together (SQLite keeps it as one row);
+    // each of its messages must still behave as one of its own.
+    describe("the messages of one send", () => {
+      const send = (ids: string[], extra: Partial<NewMessage> = {}): NewMessage[] => ids.map((id) => row(id, extra));
+      const ids = (list: ReadonlyArray<{ id: string }>): string[] => list.map((m) => m.id);
+
+      test("each comes back whole from a lease, bodies and attributes byte for byte", () => {
+        const { store } = fresh();
+        const bodies = [new Uint8Array(0), new Uint8Array([0, 0xff, 0]), Uint8Array.from({ length: 70_000 }, (_, i) => i % 251)];
+        const rows = bodies.map((body, i) => row(`m${i}`, { body, sentAt: 500 + i, contentType: i === 1 ? "v8" : "bytes", attributes: i === 2 ? '{"a":1}' : null }));
+        store.transaction(() => store.insert(rows));
+        expect(store.totals()).toEqual({ ready: 3, leased: 0, dead: 0, moving: 0, backlogBytes: 3 + 70_000 + 7 });
+        const leased = store.transaction(() => store.lease(1_000, 10, 9_000, 4));
+        expect(leased.map((m) => ({ ...m, body: [...m.body] }))).toEqual(
+          rows.map((r, i) => ({
+            ...r,
+            body: [...r.body],
+            seq: expect.any(Number),
+            state: MessageState.leased,
+            dueAt: 9_000,
+            availableAt: 1_000,
+            deliveries: 1,
+            leaseGeneration: 1,
+            bytes: r.body.byteLength + (i === 2 ? 7 : 0),
+          })),
+        );
+        expect(new Set(leased.map((m) => m.seq)).size).toBe(3);
+        expect(store.listByState(MessageState.leased, 0, 10).map((m) => [m.id, [...m.body].length])).toEqual([
+          ["m0", 0],
+          ["m1", 3],
+          ["m2", 70_000],
+        ]);
+        store.close();
+      });
+
+      test("a lease takes as many as it may, oldest first, and the rest stay due", () => {
+        const { store } = fresh();
+        store.transaction(() => store.insert(send(["a", "b", "c", "d", "e"])));
+        store.transaction(() => store.insert(send(["f", "g"])));
+        expect(store.hasDue(1_000, 7)).toBe(true);
+        expect(store.hasDue(1_000, 8)).toBe(false);
+        expect(ids(store.transaction(() => store.lease(1_000, 2, 9_000)))).toEqual(["a", "b"]);
+        expect(ids(store.transaction(() => store.lease(1_000, 4, 9_000)))).toEqual(["c", "d", "e", "f"]);
+        expect(store.totals()).toMatchObject({ ready: 1, leased: 6 });
+        expect(store.head("d")).toMatchObject({ id: "d", state: MessageState.leased, deliveries: 1, leaseGeneration: 1, bytes: 1 });
+        expect(ids(store.transaction(() => store.lease(1_000, 9, 9_000)))).toEqual(["g"]);
+        store.close();
+      });
+
+      test("acks take all of a send, part of it, or across sends; stale and repeated refs take nothing", () => {
+        const { store } = fresh();
+        store.transaction(() => store.insert(send(["a", "b", "c"])));
+        store.transaction(() => store.insert(send(["d", "e", "f"])));
+        store.transaction(() => store.insert([row("g")]));
+        store.transaction(() => store.lease(1_000, 10, 9_000));
+        const refs = (list: string[], generation = 1) => list.map((id) => ({ id, leaseGeneration: generation }));
+        const all = store.transaction(() => store.removeHeld([...refs(["a", "b", "c", "a"]), ...refs(["e"]), ...refs(["f"], 2), ...refs(["g", "zz"])]));
+        expect([...all].sort()).toEqual([
+          ["a", 1],
+          ["b", 1],
+          ["c", 1],
+          ["e", 1],
+          ["g", 1],
+        ]);
+        expect(store.head("b")).toBeUndefined();
+        expect(store.head("d")).toMatchObject({ state: MessageState.leased, leaseGeneration: 1 });
+        expect(store.head("f")).toMatchObject({ state: MessageState.leased, leaseGeneration: 1 });
+        expect(store.totals()).toEqual({ ready: 0, leased: 2, dead: 0, moving: 0, backlogBytes: 2 });
+        expect([...store.transaction(() => store.removeHeld(refs(["d", "f"])))].sort()).toEqual([
+          ["d", 1],
+          ["f", 1],
+        ]);
+        expect(store.totals()).toEqual({ ready: 0, leased: 0, dead: 0, moving: 0, backlogBytes: 0 });
+        store.close();
+      });
+
+      test("each is retried, dead-lettered, expired, handed back and removed on its own", () => {
+        const { store, dir } = fresh();
+        store.transaction(() => store.insert(send(["a", "b", "c", "d", "e"])));
+        store.transaction(() => store.lease(1_000, 5, 4_000, 6));
+        expect(ids(store.leasedBy(6, 10))).toEqual(["a", "b", "c", "d", "e"]);
+        expect(ids(store.leasedBy(6, 2))).toHaveLength(2);
+        expect(ids(store.expiredLeases(4_000, 2))).toEqual(["a", "b"]);
+        store.transaction(() => {
+          store.setState(store.head("b")!, MessageState.ready, 5_000);
+          store.setState(store.head("c")!, MessageState.dead, 4_000);
+          store.unlease(store.head("d")!, 4_000);
+          store.remove(store.head("e")!);
+        });
+        expect(store.head("a")).toMatchObject({ state: MessageState.leased, dueAt: 4_000, leaseGeneration: 1 });
+        expect(store.head("b")).toMatchObject({ state: MessageState.ready, dueAt: 5_000, deliveries: 1, leaseGeneration: 1 });
+        expect(store.head("c")).toMatchObject({ state: MessageState.dead, dueAt: 4_000 });
+        expect(store.head("d")).toMatchObject({ state: MessageState.ready, deliveries: 0, leaseGeneration: 2 });
+        expect(store.head("e")).toBeUndefined();
+        expect(store.totals()).toEqual({ ready: 2, leased: 1, dead: 1, moving: 0, backlogBytes: 3 });
+        expect(ids(store.deadInRange(0, 10_000, 10))).toEqual(["c"]);
+        store.transaction(() => store.resetToReady(store.head("c")!, 4_500));
+        store.close();
+        const again = openStore(dir);
+        expect(again.totals()).toEqual({ ready: 3, leased: 1, dead: 0, moving: 0, backlogBytes: 4 });
+        expect(ids(again.transaction(() => again.lease(6_000, 10, 9_000)))).toEqual(["b", "c", "d"]);
+        again.close();
+      });
+
+      test("pages by seq run through a send's messages", () => {
+        const { store } = fresh();
+        store.transaction(() => store.insert([row("a")]));
+        store.transaction(() => store.insert(send(["b", "c", "d", "e"])));
+        store.transaction(() => store.insert([row("f")]));
+        const pages: string[][] = [];
+        let after = 0;
+        for (;;) {
+          const page = store.listByState(MessageState.ready, after, 2);
+          if (page.length === 0) break;
+          pages.push(ids(page));
+          after = page[page.length - 1]!.seq;
+        }
+        expect(pages).toEqual([
+          ["a", "b"],
+          ["c", "d"],
+          ["e", "f"],
+        ]);
+        store.close();
+      });
+
+      test("retention and purge count each message", () => {
+        const { store } = fresh();
+        store.transaction(() => store.insert(send(["a", "b", "c"], { enqueuedAt: 1, dueAt: 1 })));
+        store.transaction(() => store.insert(send(["d", "e"], { enqueuedAt: 2, dueAt: 2 })));
+        store.transaction(() => store.insert(send(["f", "g"], { enqueuedAt: 3, dueAt: 3 })));
+        expect(store.countDelayed(0)).toBe(7);
+        expect(store.transaction(() => store.sweepEnqueuedBefore(1))).toBe(3);
+        expect(store.oldestBacklogEnqueuedAt()).toBe(2);
+        expect(store.transaction(() => store.purge([MessageState.ready]))).toBe(4);
+        expect(store.totals()).toEqual({ ready: 0, leased: 0, dead: 0, moving: 0, backlogBytes: 0 });
+        store.close();
+      });
+
+      test("a send rolled back leaves nothing, and sends after a reopen never share a seq", () => {
+        const { store, dir } = fresh();
+        expect(() =>
+          store.transaction(() => {
+            store.insert(send(["a", "b"]));
+            throw new Error("the group fails");
+          }),
+        ).toThrow("the group fails");
+        expect(store.head("a")).toBeUndefined();
+        expect(store.head("b")).toBeUndefined();
+        expect(store.totals().ready).toBe(0);
+        store.transaction(() => store.insert(send(["c", "d", "e"])));
+        store.close();
+        const again = openStore(dir);
+        again.transaction(() => again.insert(send(["f", "g"])));
+        again.transaction(() => again.insert([row("h")]));
+        const leased = again.transaction(() => again.lease(1_000, 10, 9_000));
+        expect(ids(leased)).toEqual(["c", "d", "e", "f", "g", "h"]);
+        expect(new Set(leased.map((m) => m.seq)).size).toBe(6);
+        again.close();
+      });
+    });
+
     test("everything committed is there after reopening: rows, generations, totals, meta", () => {
       const { store, dir } = fresh();
       store.transaction(() => {

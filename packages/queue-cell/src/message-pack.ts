@@ -1,0 +1,85 @@
+import type { NewMessage } from "./store.ts";
+
+/**
+ * A pack is the messages of one send kept in one row of the store: the row holds what they share
+ * (state, times, delivery count, lease) once, and each message's own fields in a JSON list beside
+ * their bodies end to end. A sendBatch of 100 that is leased and acked whole is then one insert,
+ * one update and one delete instead of 100 of each. Whatever treats its messages differently (a
+ * retry of one, a lease that takes part of it) first unpacks it into one row per message, with the
+ * seqs the pack held for them, so the rest of the store sees ordinary rows.
+ *
+ * A message in a pack has seq `packSeq + index`: a pack of n holds the seqs from its own to its
+ * own + n - 1, and no other row takes them.
+ */
+
+/** The most messages one pack holds: the largest send. */
+export const packMessagesMax = 100;
+
+/** One message's own fields in a pack's list. */
+export type PackEntry = [id: string, sentAt: number, contentType: string, attributes: string | null, bytes: number, bodyLength: number];
+
+export interface EncodedPack {
+  /** The JSON list of PackEntry. */
+  entries: string;
+  /** Every body, end to end, in list order. */
+  body: Buffer;
+  bytes: number;
+}
+
+/** What the store counts a message as: its body and its attributes. */
+export function messageBytes(row: Pick<NewMessage, "body" | "attributes">): number {
+  return row.body.byteLength + (row.attributes === null ? 0 : Buffer.byteLength(row.attributes));
+}
+
+/**
+ * Whether `rows` may share one pack: two or more, due and entered at the same time (then they
+ * stay alike until one is treated apart), with ids rising strictly and all above `idFloor`, the
+ * last id of every pack the store holds. Packs' id ranges then never overlap, which is what lets
+ * the store find the one pack that may hold an id with a single index step.
+ */
+export function canPack(rows: readonly NewMessage[], idFloor: string): boolean {
+  if (rows.length < 2 || rows.length > packMessagesMax) return false;
+  const first = rows[0]!;
+  if (first.id <= idFloor) return false;
+  for (let i = 1; i < rows.length; i++) {
+    const row = rows[i]!;
+    if (row.dueAt !== first.dueAt || row.enqueuedAt !== first.enqueuedAt || row.id <= rows[i - 1]!.id) return false;
+  }
+  return true;
+}
+
+export function encodePack(rows: readonly NewMessage[]): EncodedPack {
+  const entries: PackEntry[] = [];
+  const bodies: Uint8Array[] = [];
+  let bytes = 0;
+  for (const row of rows) {
+    const own = messageBytes(row);
+    bytes += own;
+    entries.push([row.id, row.sentAt, row.contentType, row.attributes, own, row.body.byteLength]);
+    bodies.push(row.body);
+  }
+  return { entries: JSON.stringify(entries), body: Buffer.concat(bodies), bytes };
+}
+
+/** A pack's list, checked against its bodies' length: a mismatch means the row is damaged. */
+export function decodePackEntries(entries: string, bodyLength: number): PackEntry[] {
+  const list = JSON.parse(entries) as PackEntry[];
+  let total = 0;
+  for (const entry of list) total += entry[5];
+  if (total !== bodyLength) throw new Error(`a pack's bodies come to ${bodyLength} bytes, not the ${total} its list gives`);
+  return list;
+}
+
+/** The index of `id` in a pack's list (ids rise strictly in it), or -1. */
+export function indexInPack(list: readonly PackEntry[], id: string): number {
+  let low = 0;
+  let high = list.length - 1;
+  while (low <= high) {
+    const mid = (low + high) >> 1;
+    const at = list[mid]![0];
+    if (at === id) return mid;
+    if (at < id) low = mid + 1;
+    else high = mid - 1;
+  }
+  return -1;
+}
