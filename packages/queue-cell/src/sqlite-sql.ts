@@ -90,6 +90,9 @@ export const statementSql = {
   /** The rows limitedSql.leasablePlan chose (a JSON list of seqs), as limitedSql.leasable reads rows. */
   leaseFetch: `SELECT json_group_array(${leasableJson}) AS fields, CAST(group_concat(body, '') AS BLOB) AS bodies
      FROM (SELECT * FROM messages WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq)`,
+  /** One pack that a lease takes alone, read without the aggregates of leaseFetch. */
+  packToLease: `SELECT seq, id, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, n, pack, body
+     FROM messages WHERE seq = ? AND n > 1`,
   head: `SELECT ${headPackColumns} FROM messages WHERE id = ?`,
   // The changes of one message: never applied to a pack (n = 1), which is unpacked first.
   setState: "UPDATE messages SET state = ?, due_at = ? WHERE seq = ? AND n = 1",
