@@ -106,21 +106,8 @@ interface PackRow {
   body: Buffer;
 }
 
-/** A pack as a lease that takes it alone reads it. */
-interface PackToLease {
-  seq: number;
-  id: string;
-  due_at: number;
-  deliveries: number;
-  lease_generation: number;
-  sent_at: number;
-  enqueued_at: number;
-  bytes: number;
-  content_type: string;
-  n: number;
-  pack: string;
-  body: Buffer;
-}
+/** A pack as a lease that takes it alone reads it (its attributes are each message's own). */
+type PackToLease = Omit<FullRow, "state" | "attributes"> & { n: number; pack: string };
 
 /** Rows to lease, as lease() reads them: their fields, and their bodies end to end. */
 interface Leasable {
