@@ -1,3 +1,4 @@
+import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
 
 /**
@@ -13,7 +14,7 @@ import type { NewMessage } from "./store.ts";
  */
 
 /** The most messages one pack holds: the largest send. */
-export const packMessagesMax = 100;
+export const packMessagesMax = limits.batchMessagesMax;
 
 /** One message's own fields in a pack's list. */
 export type PackEntry = [id: string, sentAt: number, contentType: string, attributes: string | null, bytes: number, bodyLength: number];

@@ -70,10 +70,12 @@ export const statementSql = {
      WHERE n > 1 AND id <= ? ORDER BY id DESC LIMIT 1`,
   /** The row holding this seq: the row with it, or the pack before it if the pack reaches it. */
   rowAtOrBefore: "SELECT seq, n FROM messages WHERE seq <= ? ORDER BY seq DESC LIMIT 1",
-  /** The seq after every row's, packs' held seqs included: where the next insert starts. */
-  // The last row's is enough: a pack's held seqs come before any later row's.
+  /**
+   * The seq after every row's, packs' held seqs included: where the next insert starts. The last
+   * row's is enough: a pack's held seqs come before any later row's.
+   */
   nextSeq: "SELECT coalesce((SELECT seq + n FROM messages ORDER BY seq DESC LIMIT 1), 1) AS next",
-  /** The last id of any pack: a new pack's ids must all be above it (see canPack). */
+  /** The highest last id of the packs: a new pack's ids must all be above it (see canPack). */
   packIdFloor: "SELECT coalesce(max(last_id), '') AS floor FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
   packCount: "SELECT count(*) AS n FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
   markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",

@@ -53,7 +53,7 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
  * 16 MiB of log left under 1 MiB, so a second is rare.
  */
 const backgroundCopiesMax = 4;
-/** 100 rows of 8 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
+/** 100 rows of 9 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
 
 interface FullRow {
