@@ -1,3 +1,4 @@
+import { CellError } from "./errors.ts";
 import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
 
@@ -67,7 +68,9 @@ export function decodePackEntries(entries: string, bodyLength: number): PackEntr
   const list = JSON.parse(entries) as PackEntry[];
   let total = 0;
   for (const entry of list) total += entry[5];
-  if (total !== bodyLength) throw new Error(`a pack's bodies come to ${bodyLength} bytes, not the ${total} its list gives`);
+  if (total !== bodyLength) {
+    throw new CellError("ERR_STORAGE", `the queue's storage failed: a pack's bodies come to ${bodyLength} bytes, not the ${total} its list gives`);
+  }
   return list;
 }
 
