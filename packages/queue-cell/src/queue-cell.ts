@@ -208,6 +208,7 @@ export class QueueCell {
       },
       endOfGroup: (nowMs) => this.serveInGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
+      onBackgroundError: (error) => this.onBackgroundError(error),
     });
     this.waiters = new LeaseWaiters(this.clock, () => this.serveWaiters());
     this.store.transaction(() => {
@@ -384,7 +385,10 @@ export class QueueCell {
         }
       }
       return result;
-    });
+      // Acks alone are answered at commit: an ack lost to a power cut before its flush means the
+      // message is delivered again, which at-least-once delivery allows. A nack waits for the disk
+      // as before: it may dead-letter the message.
+    }, { answerAtCommit: nacks.length === 0 });
   }
 
   /**
