@@ -208,7 +208,6 @@ export class QueueCell {
       },
       endOfGroup: (nowMs) => this.serveInGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
-      onBackgroundError: (error) => this.onBackgroundError(error),
     });
     this.waiters = new LeaseWaiters(this.clock, () => this.serveWaiters());
     this.store.transaction(() => {
@@ -385,10 +384,7 @@ export class QueueCell {
         }
       }
       return result;
-      // Acks alone are answered at commit: an ack lost to a power cut before its flush means the
-      // message is delivered again, which at-least-once delivery allows. A nack waits for the disk
-      // as before: it may dead-letter the message.
-    }, { answerAtCommit: nacks.length === 0 });
+    });
   }
 
   /**

@@ -1,10 +1,5 @@
 import { CellError } from "./errors.ts";
 
-/**
- * How long writes answered at commit (see SubmitOptions) may wait for a flush of their own, if no
- * group that waits for the disk comes first and flushes them with its own.
- */
-export const answeredAtCommitFlushMs = 10;
 
 /** Told whether a group's writes became durable. */
 export interface GroupFate {
@@ -14,7 +9,6 @@ export interface GroupFate {
 
 /** One call waiting for the next group commit. `run` executes inside the transaction. */
 interface Job {
-  atCommit: boolean;
   run: (nowMs: number) => unknown;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -36,19 +30,6 @@ export interface WriteLoopHooks {
   endOfGroup: (nowMs: number) => GroupFate | undefined;
   /** After the commit is durable and every call has been answered. */
   afterCommit: (nowMs: number) => void;
-  /** Told of a failed flush that nobody was waiting for (see SubmitOptions). */
-  onBackgroundError?: (error: unknown) => void;
-}
-
-export interface SubmitOptions {
-  /**
-   * Answer once the group has committed, before its log is on disk, if every call of the group
-   * says so and the group served no waiting lease. Its writes reach the disk with the next flush
-   * that any later group waits for, or answeredAtCommitFlushMs later at the latest. For writes
-   * whose loss in a power cut does no harm (an ack: the message is delivered again). A process
-   * crash loses nothing committed either way: the log's pages are the OS's by then.
-   */
-  answerAtCommit?: boolean;
 }
 
 /**
@@ -66,15 +47,13 @@ export class WriteLoop {
   private awaitingDisk = 0;
   /** Settles after the newest group's flush (flushes finish in commit order). */
   private lastFlush: Promise<void> = Promise.resolve();
-  /** Set while writes answered at commit wait for a flush of their own. */
-  private flushTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly hooks: WriteLoopHooks) {}
 
-  submit<T>(run: (nowMs: number) => T, options: SubmitOptions = {}): Promise<T> {
+  submit<T>(run: (nowMs: number) => T): Promise<T> {
     if (this.closed) return Promise.reject(new CellError("ERR_CELL_CLOSED", "the queue cell is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject, atCommit: options.answerAtCommit === true });
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         // setImmediate, not a microtask: I/O callbacks that arrived during the last commit run
@@ -116,16 +95,6 @@ export class WriteLoop {
       fate?.committed();
       this.hooks.afterCommit(nowMs);
     };
-    if (fate === undefined && jobs.every((job) => job.atCommit)) {
-      answer();
-      this.flushSoon();
-      return;
-    }
-    // This group's flush covers whatever was answered at commit before it.
-    if (this.flushTimer !== undefined) {
-      clearTimeout(this.flushTimer);
-      this.flushTimer = undefined;
-    }
     const durable = this.hooks.durable();
     if (durable === undefined) {
       answer();
@@ -151,23 +120,6 @@ export class WriteLoop {
   async close(): Promise<void> {
     this.flush();
     this.closed = true;
-    if (this.flushTimer !== undefined) this.flushNow();
     await this.lastFlush;
-  }
-
-  /** Writes answered at commit get a flush of their own unless a later group's comes first. */
-  private flushSoon(): void {
-    if (this.flushTimer !== undefined) return;
-    this.flushTimer = setTimeout(() => this.flushNow(), answeredAtCommitFlushMs);
-    this.flushTimer.unref?.();
-  }
-
-  private flushNow(): void {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    // Nothing written since the last flush began: undefined, nothing to do.
-    const durable = this.hooks.durable();
-    if (durable === undefined) return;
-    this.lastFlush = durable.catch((error: unknown) => this.hooks.onBackgroundError?.(error));
   }
 }

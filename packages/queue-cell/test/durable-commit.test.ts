@@ -5,7 +5,6 @@ import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } from "../src/index.ts";
 import type { Worker } from "node:worker_threads";
 import { WalCheckpointer } from "../src/wal-checkpointer.ts";
-import { answeredAtCommitFlushMs } from "../src/write-loop.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
@@ -63,67 +62,6 @@ describe("durable commits (durability full)", () => {
     expect(sync.calls).toBe(1);
     sync.finish();
     await expect(send).resolves.toMatchObject({ ids: [expect.any(String)] });
-  });
-
-  describe("acks, answered at commit", () => {
-    /** A cell with one message leased, every flush so far finished. */
-    async function leasedOne() {
-      const sync = heldSync();
-      const { cell } = cellWith(sync.syncFile);
-      const send = cell.send([text("a")]);
-      await until(() => sync.calls === 1, "the send's flush");
-      sync.finish();
-      await send;
-      const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
-      await until(() => sync.calls === 1, "the lease's flush");
-      sync.finish();
-      const [m] = await lease;
-      return { sync, cell, ref: { id: m!.id, leaseGeneration: m!.leaseGeneration } };
-    }
-
-    it("answer before the flush, and the log is flushed soon after with nobody waiting", async () => {
-      const { sync, cell, ref } = await leasedOne();
-      const ack = cell.ack([ref]);
-      expect(await settled(ack)).toBe(true);
-      await expect(ack).resolves.toMatchObject({ acked: 1 });
-      expect(sync.calls).toBe(0);
-      await until(() => sync.calls === 1, `a flush within ${answeredAtCommitFlushMs} ms`, 2_000);
-      sync.finish();
-      const closing = cell.close();
-      expect(await settled(closing)).toBe(true);
-    });
-
-    it("ride on the next group's flush, which leaves nothing for a flush of their own", async () => {
-      const { sync, cell, ref } = await leasedOne();
-      await cell.ack([ref]);
-      const send = cell.send([text("b")]);
-      await until(() => sync.calls === 1, "the send's flush");
-      sync.finish();
-      await send;
-      await new Promise((resolve) => setTimeout(resolve, answeredAtCommitFlushMs * 5));
-      expect(sync.calls).toBe(0);
-      await cell.close();
-    });
-
-    it("are on disk when the cell has closed", async () => {
-      const { sync, cell, ref } = await leasedOne();
-      await cell.ack([ref]);
-      const closing = cell.close();
-      await until(() => sync.calls === 1, "the closing flush");
-      expect(await settled(closing)).toBe(false);
-      sync.finish();
-      await closing;
-    });
-
-    it("but a nack waits for the disk", async () => {
-      const { sync, cell, ref } = await leasedOne();
-      const nack = cell.nack([ref]);
-      expect(await settled(nack)).toBe(false);
-      await until(() => sync.calls === 1, "the nack's flush");
-      sync.finish();
-      await expect(nack).resolves.toMatchObject({ retried: 1 });
-      await cell.close();
-    });
   });
 
   it("does not hold the next group back, and one flush serves every group committed during the last", async () => {
