@@ -63,15 +63,30 @@ export function encodePack(rows: readonly NewMessage[]): EncodedPack {
   return { entries: JSON.stringify(entries), body: Buffer.concat(bodies), bytes };
 }
 
+/** A pack's list as stored, unchecked: for reading ids and heads. */
+export function readPackList(entries: string): PackEntry[] {
+  return JSON.parse(entries) as PackEntry[];
+}
+
 /** A pack's list, checked against its bodies' length: a mismatch means the row is damaged. */
 export function decodePackEntries(entries: string, bodyLength: number): PackEntry[] {
-  const list = JSON.parse(entries) as PackEntry[];
+  const list = readPackList(entries);
   let total = 0;
   for (const entry of list) total += entry[5];
   if (total !== bodyLength) {
     throw new CellError("ERR_STORAGE", `the queue's storage failed: a pack's bodies come to ${bodyLength} bytes, not the ${total} its list gives`);
   }
   return list;
+}
+
+/** Each message's body: a view of the pack's bodies, not a copy, in list order. */
+export function packBodies(list: readonly PackEntry[], bodies: Uint8Array): Uint8Array[] {
+  let offset = 0;
+  return list.map((entry) => {
+    const body = new Uint8Array(bodies.buffer, bodies.byteOffset + offset, entry[5]);
+    offset += entry[5];
+    return body;
+  });
 }
 
 /** The index of `id` in a pack's list (ids rise strictly in it), or -1. */

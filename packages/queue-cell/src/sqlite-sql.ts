@@ -75,9 +75,12 @@ export const statementSql = {
    * row's is enough: a pack's held seqs come before any later row's.
    */
   nextSeq: "SELECT coalesce((SELECT seq + n FROM messages ORDER BY seq DESC LIMIT 1), 1) AS next",
-  /** The highest last id of the packs: a new pack's ids must all be above it (see canPack). */
-  packIdFloor: "SELECT coalesce(max(last_id), '') AS floor FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
-  packCount: "SELECT count(*) AS n FROM messages INDEXED BY messages_packs_by_id WHERE n > 1",
+  /**
+   * How many packs there are, and the highest last id of them: a new pack's ids must all be above
+   * it (see canPack). One walk of the packs' index, at open.
+   */
+  packStats: `SELECT count(*) AS n, coalesce(max(last_id), '') AS floor
+     FROM messages INDEXED BY messages_packs_by_id WHERE n > 1`,
   markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",
   // One statement for the whole lease: the rows' seqs go in as a JSON array.
   leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,

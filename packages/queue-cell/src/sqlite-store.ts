@@ -10,7 +10,17 @@ import {
   type StoreTotals,
   type StoredMessage,
 } from "./store.ts";
-import { canPack, decodePackEntries, encodePack, indexInPack, messageBytes, packMessagesMax, type PackEntry } from "./message-pack.ts";
+import {
+  canPack,
+  decodePackEntries,
+  encodePack,
+  indexInPack,
+  messageBytes,
+  packBodies,
+  packMessagesMax,
+  readPackList,
+  type PackEntry,
+} from "./message-pack.ts";
 import {
   addedColumns,
   insertRowsSql,
@@ -120,10 +130,14 @@ function parseLeasable(found: unknown): Leasable {
   return { picked: JSON.parse(fields) as LeasableFields[], bodies: bodies ?? Buffer.alloc(0) };
 }
 
-/** A pack an ack names messages of, with what the ack needs to know of it. */
-interface AckedPack {
+/** The pack that holds an id, as packFor reads it, with its list. */
+interface FoundPack {
   row: HeadPackRow & { last_id: string };
   list: PackEntry[];
+}
+
+/** A pack an ack names messages of, with what the ack needs to know of it. */
+interface AckedPack extends FoundPack {
   /** The refs that name one of its messages with its current generation, by index. */
   held: Map<number, string>;
 }
@@ -163,7 +177,7 @@ function toHead(row: HeadRow): MessageHead {
 /** The heads of a row's messages: itself, or each message of a pack. */
 function headsOf(row: HeadPackRow): MessageHead[] {
   if (row.n === 1 || row.pack === null) return [toHead(row)];
-  return (JSON.parse(row.pack) as PackEntry[]).map((entry, i) => packHead(row, entry, i));
+  return readPackList(row.pack).map((entry, i) => packHead(row, entry, i));
 }
 
 function packHead(row: HeadRow, entry: PackEntry, index: number): MessageHead {
@@ -182,10 +196,9 @@ function packHead(row: HeadRow, entry: PackEntry, index: number): MessageHead {
 function storedOf(row: FullPackRow): StoredMessage[] {
   if (row.n === 1 || row.pack === null) return [toStored(row)];
   const list = decodePackEntries(row.pack, row.body.byteLength);
-  let offset = 0;
-  return list.map(([id, sentAt, contentType, attributes, bytes, bodyLength], i) => {
-    const body = new Uint8Array(row.body.buffer, row.body.byteOffset + offset, bodyLength);
-    offset += bodyLength;
+  const bodies = packBodies(list, row.body);
+  return list.map(([id, sentAt, contentType, attributes, bytes], i) => {
+    const body = bodies[i]!;
     return {
       seq: row.seq + i,
       id,
@@ -282,8 +295,9 @@ export class SqliteCellStore implements CellStore {
     this.stmt.removeHeld.raw(true);
     this.counts = this.readTotals();
     this.nextSeq = (this.stmt.nextSeq.get() as { next: number }).next;
-    this.packs = (this.stmt.packCount.get() as { n: number }).n;
-    this.packIdFloor = (this.stmt.packIdFloor.get() as { floor: string }).floor;
+    const packStats = this.stmt.packStats.get() as { n: number; floor: string };
+    this.packs = packStats.n;
+    this.packIdFloor = packStats.floor;
     if (this.walSync !== undefined) {
       // Opening a WAL database leaves its log file in place; flush what recovery or the schema
       // wrote before anything is built on it.
@@ -524,13 +538,13 @@ export class SqliteCellStore implements CellStore {
     for (const ref of refs) {
       let pack = last !== undefined && ref.id >= last.row.id && ref.id <= last.row.last_id ? last : undefined;
       if (pack === undefined) {
-        const row = this.stmt.packFor.get(ref.id) as (HeadPackRow & { last_id: string }) | undefined;
-        if (row === undefined || ref.id > row.last_id) {
+        const found = this.packHolding(ref.id);
+        if (found === undefined) {
           rest.push(ref);
           continue;
         }
-        pack = packs.get(row.seq) ?? { row, list: JSON.parse(row.pack!) as PackEntry[], held: new Map() };
-        packs.set(row.seq, pack);
+        pack = packs.get(found.row.seq) ?? { ...found, held: new Map() };
+        packs.set(found.row.seq, pack);
         last = pack;
       }
       const index = indexInPack(pack.list, ref.id);
@@ -544,8 +558,7 @@ export class SqliteCellStore implements CellStore {
       if (held.size === list.length) {
         this.stmt.removePack.run(row.seq);
         this.packs -= 1;
-        this.bump(row.state, -row.n, -row.bytes);
-        if (this.oldestBacklog != null && this.oldestBacklog.seq === row.seq) this.oldestBacklog = undefined;
+        this.leaveState(row, row.n);
         for (const id of held.values()) removed.set(id, row.lease_generation);
         continue;
       }
@@ -557,13 +570,22 @@ export class SqliteCellStore implements CellStore {
 
   head(id: string): MessageHead | undefined {
     const row = this.stmt.head.get(id) as HeadPackRow | undefined;
-    if (row !== undefined) return row.n === 1 || row.pack === null ? toHead(row) : packHead(row, (JSON.parse(row.pack) as PackEntry[])[0]!, 0);
+    if (row !== undefined) return row.n === 1 || row.pack === null ? toHead(row) : packHead(row, readPackList(row.pack)[0]!, 0);
     if (this.packs === 0) return undefined;
-    const pack = this.stmt.packFor.get(id) as (HeadPackRow & { last_id: string }) | undefined;
-    if (pack === undefined || id > pack.last_id) return undefined;
-    const list = JSON.parse(pack.pack!) as PackEntry[];
-    const index = indexInPack(list, id);
-    return index < 0 ? undefined : packHead(pack, list[index]!, index);
+    const pack = this.packHolding(id);
+    if (pack === undefined) return undefined;
+    const index = indexInPack(pack.list, id);
+    return index < 0 ? undefined : packHead(pack.row, pack.list[index]!, index);
+  }
+
+  /**
+   * The one pack whose id range takes in `id` (packs' ranges never overlap), or undefined. The id
+   * may still be none of its messages': a row of its own whose id falls in the range.
+   */
+  private packHolding(id: string): FoundPack | undefined {
+    const row = this.stmt.packFor.get(id) as FoundPack["row"] | undefined;
+    if (row === undefined || id > row.last_id) return undefined;
+    return { row, list: readPackList(row.pack!) };
   }
 
   setState(head: MessageHead, state: MessageState, dueAtMs: number): void {
@@ -640,7 +662,7 @@ export class SqliteCellStore implements CellStore {
   private removedRows(rows: ReadonlyArray<{ state: MessageState; n: number; bytes: number }>): number {
     let messages = 0;
     for (const row of rows) {
-      this.bump(row.state, -row.n, -row.bytes);
+      this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 }, row.n);
       if (row.n > 1) this.packs -= 1;
       messages += row.n;
     }
@@ -668,13 +690,11 @@ export class SqliteCellStore implements CellStore {
     const row = this.stmt.packRow.get(seq) as PackRow | undefined;
     if (row === undefined) return false;
     const list = decodePackEntries(row.pack, row.body.byteLength);
+    const bodies = packBodies(list, row.body);
     this.stmt.removePack.run(seq);
-    let offset = 0;
     for (let i = 0; i < list.length; i++) {
-      const [id, sentAt, contentType, attributes, bytes, bodyLength] = list[i]!;
-      const body = row.body.subarray(offset, offset + bodyLength);
-      offset += bodyLength;
-      this.stmt.insertUnpacked.run(seq + i, id, row.state, row.due_at, row.deliveries, row.lease_generation, row.lease_owner, sentAt, row.enqueued_at, bytes, contentType, attributes, body);
+      const [id, sentAt, contentType, attributes, bytes] = list[i]!;
+      this.stmt.insertUnpacked.run(seq + i, id, row.state, row.due_at, row.deliveries, row.lease_generation, row.lease_owner, sentAt, row.enqueued_at, bytes, contentType, attributes, bodies[i]!);
     }
     this.packs -= 1;
     return true;
@@ -850,8 +870,9 @@ export class SqliteCellStore implements CellStore {
     if (state === MessageState.ready) this.mayHaveDelayed = true;
   }
 
-  private leaveState(head: Pick<MessageHead, "state" | "bytes" | "seq">): void {
-    this.bump(head.state, -1, -head.bytes);
+  /** `count` messages (a pack's) leave the state; `bytes` is all of theirs. */
+  private leaveState(head: Pick<MessageHead, "state" | "bytes" | "seq">, count = 1): void {
+    this.bump(head.state, -count, -head.bytes);
     if (this.oldestBacklog != null && this.oldestBacklog.seq === head.seq) this.oldestBacklog = undefined;
   }
 

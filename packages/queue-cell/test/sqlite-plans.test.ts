@@ -15,7 +15,7 @@ const scansByDesign: Partial<Record<StatementName, string>> = {
   oldestEnqueued: "the first row by seq",
   newestEnqueued: "the last row by seq",
   nextSeq: "the last row by seq, once at open",
-  packCount: "walks the packs' partial index, which holds packs only, once at open",
+  packStats: "walks the packs' partial index, which holds packs only, once at open",
   totals: "counts per state, once at open",
   sweepReceived: "forgets old dead-letter receipts, on the retention tick",
 };
