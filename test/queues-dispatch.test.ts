@@ -4,10 +4,13 @@
  * run comes back to Node as an error.
  */
 import { createHash } from "node:crypto";
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { limits } from "@celld/queue-cell";
+import { Agent, request } from "undici";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { QueueDispatchClient } from "../packages/runtime/src/host/queue-dispatch-client.ts";
-import { consumerBindings, queueDispatchWorkerName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
+import { consumerBindings, queueDispatchSocketName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
 import { eventually, project, runHost, type RunningHost } from "./host-harness.ts";
 
 // Reports what queue() was given, per batch: a SHA-256 of each body stands in for its bytes.
@@ -57,6 +60,8 @@ queues.consumers = [{ queue = "raw", max_batch_size = 5, max_batch_timeout = 0 }
 
 afterAll(async () => {
   await h?.close();
+  // workerd leaves its socket file when it exits; the host removes it.
+  expect(existsSync(join(p.dataDir, "run", queueDispatchSocketName))).toBe(false);
   p.remove();
 });
 
@@ -89,15 +94,28 @@ test("a batch of bytes messages arrives in order, each body exactly its bytes", 
   expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0, delayed: 0 });
 });
 
-test("a frame the Worker cannot run is refused, and the client throws what it said", async () => {
-  const url = await h.host.miniflare.unsafeGetDirectURL(queueDispatchWorkerName);
-  expect(url.hostname).toBe("127.0.0.1");
-  expect((await fetch(url)).status).toBe(405);
-  const garbage = await fetch(url, { method: "POST", body: new Uint8Array([0, 0, 0, 9, 1]) });
-  expect(garbage.status).toBe(400);
-  expect(await garbage.text()).toMatch(/^batch frame: the header length says 9 bytes but 1 follow/);
+test("the dispatch Worker listens only on a Unix socket in <data>/run, which only this user can enter", () => {
+  const socketPath = join(p.dataDir, "run", queueDispatchSocketName);
+  expect(statSync(socketPath).isSocket()).toBe(true);
+  expect(statSync(join(p.dataDir, "run")).mode & 0o777).toBe(0o700);
+});
 
-  const client = new QueueDispatchClient(url);
+test("a frame the Worker cannot run is refused, and the client throws what it said", async () => {
+  const socketPath = join(p.dataDir, "run", queueDispatchSocketName);
+  const agent = new Agent({ connect: { socketPath } });
+  try {
+    const url = "http://localhost/";
+    const get = await request(url, { dispatcher: agent });
+    await get.body.dump();
+    expect(get.statusCode).toBe(405);
+    const garbage = await request(url, { method: "POST", body: new Uint8Array([0, 0, 0, 9, 1]), dispatcher: agent });
+    expect(garbage.statusCode).toBe(400);
+    expect(await garbage.body.text()).toMatch(/^batch frame: the header length says 9 bytes but 1 follow/);
+  } finally {
+    await agent.close();
+  }
+
+  const client = new QueueDispatchClient({ socketPath });
   try {
     const message = { id: "m", sentAt: 1, deliveries: 1, contentType: "bytes", body: new Uint8Array([104]) };
     const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };

@@ -14,11 +14,9 @@
  * the socket also costs a little less CPU per send (medians about 10% lower in Node and in
  * workerd, within the machine's noise). Without Unix sockets (Windows) it listens on 127.0.0.1.
  */
-import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { SocketDir } from "./socket-dir.ts";
 
 export type NodeServiceHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
 
@@ -40,16 +38,12 @@ const keepAliveMs = 10 * 60 * 1000;
 /** Where the server listens: a Unix socket's path, or a loopback host and port. */
 export type ProducerServerListen = { socketPath: string } | { host: string; port: number };
 
-// sockaddr_un holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
-const socketPathMax = 100;
-
 export class ProducerServer {
   private constructor(
     private readonly server: Server,
     private readonly routes: Map<string, NodeServiceHandler>,
     readonly listening: ProducerServerListen,
-    /** A directory made for the socket alone, removed on close. */
-    private readonly ownSocketDir: string | undefined,
+    private readonly socketDir: SocketDir | undefined,
   ) {}
 
   /** Where it listens, as workerd's external service takes it: `unix:/path` or `host:port`. */
@@ -82,11 +76,9 @@ export class ProducerServer {
       });
     });
     server.headersTimeout = 0;
-    const unix = (options.transport ?? "unix") === "unix" && process.platform !== "win32";
-    const given = unix && options.socketDir !== undefined ? claimSocketDir(options.socketDir) : undefined;
-    const socketDir = given ?? (unix ? privateSocketDir() : undefined);
-    const ownSocketDir = given === undefined ? socketDir : undefined;
-    const socketPath = socketDir === undefined ? undefined : join(socketDir, socketName);
+    const unix = (options.transport ?? "unix") === "unix";
+    const socketDir = unix ? SocketDir.open([socketName], options.socketDir) : undefined;
+    const socketPath = socketDir?.socketPath(socketName);
     try {
       await new Promise<void>((resolve, reject) => {
         server.once("error", reject);
@@ -98,11 +90,11 @@ export class ProducerServer {
         else server.listen(0, "127.0.0.1", listening);
       });
     } catch (error) {
-      if (ownSocketDir !== undefined) rmSync(ownSocketDir, { recursive: true, force: true });
+      socketDir?.close();
       throw error;
     }
     if (socketPath !== undefined) {
-      return new ProducerServer(server, routes, { socketPath }, ownSocketDir);
+      return new ProducerServer(server, routes, { socketPath }, socketDir);
     }
     const { address, port } = server.address() as AddressInfo;
     return new ProducerServer(server, routes, { host: address, port }, undefined);
@@ -126,34 +118,8 @@ export class ProducerServer {
   async close(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
-    if (this.ownSocketDir !== undefined) rmSync(this.ownSocketDir, { recursive: true, force: true });
-    else if ("socketPath" in this.listening) rmSync(this.listening.socketPath, { force: true });
+    this.socketDir?.close();
   }
 }
 
 const socketName = "producers.sock";
-
-/**
- * `dir` made (or kept) mode 0700, with any socket a crashed host left in it removed; undefined when
- * the socket's path would be too long. The caller must own `dir` exclusively.
- */
-function claimSocketDir(dir: string): string | undefined {
-  if (!fitsSocketPath(dir)) return undefined;
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  chmodSync(dir, 0o700);
-  rmSync(join(dir, socketName), { force: true });
-  return dir;
-}
-
-/** A new directory only this user can enter, for the socket; undefined where none will do. */
-function privateSocketDir(): string | undefined {
-  const dir = mkdtempSync(join(tmpdir(), "celld-"));
-  if (fitsSocketPath(dir)) return dir;
-  rmSync(dir, { recursive: true, force: true });
-  return undefined;
-}
-
-/** The limit is in bytes, and a path's characters may take several each. */
-function fitsSocketPath(dir: string): boolean {
-  return Buffer.byteLength(join(dir, socketName)) <= socketPathMax;
-}

@@ -4,6 +4,9 @@ import { Pool, type Dispatcher } from "undici";
 /** Errors of a connection that was never made: the batch cannot have reached workerd. */
 const notConnected = new Set(["ECONNREFUSED", "ENOENT", "UND_ERR_CONNECT_TIMEOUT"]);
 
+/** Where the dispatch Worker listens: its Unix socket, or a loopback URL. */
+export type QueueDispatchTarget = { socketPath: string } | URL;
+
 /**
  * Node's side of the queue dispatch Worker: one batch frame (batch-wire.ts in bindings) per POST
  * to the Worker's direct socket, over kept-alive connections; one client per host.
@@ -11,8 +14,11 @@ const notConnected = new Set(["ECONNREFUSED", "ENOENT", "UND_ERR_CONNECT_TIMEOUT
 export class QueueDispatchClient {
   private readonly pool: Pool;
 
-  constructor(url: URL) {
-    this.pool = new Pool(url.origin, {
+  constructor(target: QueueDispatchTarget) {
+    const unix = !(target instanceof URL);
+    // Over a Unix socket the origin only fills the Host header.
+    this.pool = new Pool(unix ? "http://localhost" : target.origin, {
+      ...(unix ? { socketPath: target.socketPath } : {}),
       // One connection per batch in flight: together at most the consumers' max_concurrency.
       connections: null,
       // A queue() handler may run for the whole wall time (15 minutes). The dispatcher's race

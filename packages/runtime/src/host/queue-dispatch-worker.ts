@@ -18,8 +18,21 @@ export function consumerBindings(consumerWorkers: readonly string[]): Map<string
   return new Map(consumerWorkers.map((worker, i) => [worker, `CONSUMER_${i}`]));
 }
 
-/** Miniflare options for the dispatch Worker, bound to every consumer Worker in `bindings`. */
-export async function queueDispatchWorkerOptions(bindings: ReadonlyMap<string, string>): Promise<WorkerOptions> {
+/**
+ * The dispatch Worker's socket in the host's socket directory (see SocketDir). The name ends in
+ * `:0` because of how Miniflare writes the address: see unixDirectSocket.
+ */
+export const queueDispatchSocketName = "queue-dispatch:0";
+
+/**
+ * Miniflare options for the dispatch Worker, bound to every consumer Worker in `bindings`, with
+ * its socket at `socketPath` (a Unix socket), or without one (no Unix sockets here) on a free
+ * loopback port.
+ */
+export async function queueDispatchWorkerOptions(
+  bindings: ReadonlyMap<string, string>,
+  socketPath?: string,
+): Promise<WorkerOptions> {
   return {
     name: queueDispatchWorkerName,
     modules: true,
@@ -30,10 +43,25 @@ export async function queueDispatchWorkerOptions(bindings: ReadonlyMap<string, s
     // broker sets it too).
     compatibilityFlags: ["service_binding_extra_handlers"],
     serviceBindings: Object.fromEntries([...bindings].map(([worker, binding]) => [binding, worker])),
-    // Node reaches it straight through this socket, on loopback only: it runs any consumer's
-    // queue() handler on request, so it must not answer where the user's Workers do.
-    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+    // Node reaches it straight through this socket. It runs any consumer's queue() handler with
+    // whatever messages a request carries, so only the host may reach it: a Unix socket in a
+    // directory only this user can enter, where a loopback port would be open to every local
+    // process. The socket also costs less CPU per batch than loopback TCP.
+    unsafeDirectSockets: [socketPath === undefined ? { host: "127.0.0.1", port: 0 } : unixDirectSocket(socketPath)],
   };
+}
+
+/**
+ * A Miniflare direct socket that workerd opens as a Unix socket at `path`. Miniflare has no
+ * option for that: it writes a direct socket's address as `host:port`, and workerd reads an
+ * address that starts with `unix:` as a path. So the path ends in `:0`, the port Miniflare
+ * appends, and the host is `unix:` and the rest. runtime/test/queue-wiring.test.ts checks that
+ * workerd listens where this says.
+ */
+export function unixDirectSocket(path: string): { host: string; port: number } {
+  const port = ":0";
+  if (!path.endsWith(port)) throw new Error(`a direct socket's Unix path must end in "${port}", not ${JSON.stringify(path)}`);
+  return { host: `unix:${path.slice(0, -port.length)}`, port: 0 };
 }
 
 // The source does not change while the process runs; every host in it shares one bundle.

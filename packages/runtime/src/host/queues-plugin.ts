@@ -5,10 +5,16 @@ import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import { ProducerServer } from "../producer-server.ts";
+import { SocketDir } from "../socket-dir.ts";
 import type { HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
 import { QueueDispatchClient } from "./queue-dispatch-client.ts";
-import { consumerBindings, queueDispatchWorkerName, queueDispatchWorkerOptions } from "./queue-dispatch-worker.ts";
+import {
+  consumerBindings,
+  queueDispatchSocketName,
+  queueDispatchWorkerName,
+  queueDispatchWorkerOptions,
+} from "./queue-dispatch-worker.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
@@ -19,7 +25,7 @@ export interface QueuesPluginOptions {
   wallTimeSeconds?: number;
   /** Body bytes every consumer's unsettled batches may hold together (see InFlightBudget). */
   batchBytesInFlightMax?: number;
-  /** The host's data directory (locked by it): the producer socket goes in its `run/`. */
+  /** The host's data directory (locked by it): the producer and dispatch sockets go in its `run/`. */
   dataDir?: string;
   onBatch?: (report: BatchReport) => void;
 }
@@ -39,21 +45,25 @@ export class QueuesPlugin implements HostPlugin {
   private readonly bindings: Map<string, string>;
   private client: QueueDispatchClient | undefined;
   private producerServer: ProducerServer | undefined;
+  /** Where the dispatch Worker's Unix socket goes; undefined: it listens on loopback TCP. */
+  private dispatchSocketDir: SocketDir | undefined;
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
   }
 
   /**
-   * Before anything runs: applies each queue's consumer settings to its cell, and starts the
-   * server producer bindings send to (workerd is given its address).
+   * Before anything runs: applies each queue's consumer settings to its cell, starts the server
+   * producer bindings send to (workerd is given its address), and picks the dispatch Worker's
+   * socket.
    */
   async prepare(): Promise<void> {
     const { deployment, registry } = this.options;
+    const socketDir = this.options.dataDir === undefined ? undefined : join(this.options.dataDir, "run");
     if (deployment.workers.some((w) => w.producers.length > 0)) {
-      const socketDir = this.options.dataDir === undefined ? undefined : join(this.options.dataDir, "run");
       this.producerServer ??= await ProducerServer.start({ socketDir });
     }
+    if (this.bindings.size > 0) this.dispatchSocketDir ??= SocketDir.open([queueDispatchSocketName], socketDir);
     const consumers = new Map(deployment.workers.flatMap((w) => w.consumers.map((c) => [c.queue, c] as const)));
     for (const queue of deployment.queues) {
       const consumer = consumers.get(queue);
@@ -92,13 +102,18 @@ export class QueuesPlugin implements HostPlugin {
   }
 
   async extraWorkers(): Promise<WorkerOptions[]> {
-    return this.bindings.size === 0 ? [] : [await queueDispatchWorkerOptions(this.bindings)];
+    if (this.bindings.size === 0) return [];
+    return [await queueDispatchWorkerOptions(this.bindings, this.dispatchSocketDir?.socketPath(queueDispatchSocketName))];
   }
 
   async start(context: PluginStartContext): Promise<void> {
     const { deployment, registry, clock, log } = this.options;
     if (this.bindings.size === 0) return;
-    const client = new QueueDispatchClient(await context.directUrl(queueDispatchWorkerName));
+    const client = new QueueDispatchClient(
+      this.dispatchSocketDir === undefined
+        ? await context.directUrl(queueDispatchWorkerName)
+        : { socketPath: this.dispatchSocketDir.socketPath(queueDispatchSocketName) },
+    );
     this.client = client;
     // One budget for all consumers: they share this host's memory.
     const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
@@ -154,5 +169,8 @@ export class QueuesPlugin implements HostPlugin {
   async dispose(): Promise<void> {
     await this.producerServer?.close();
     this.producerServer = undefined;
+    // workerd leaves its socket file behind when it exits.
+    this.dispatchSocketDir?.close();
+    this.dispatchSocketDir = undefined;
   }
 }
