@@ -228,6 +228,11 @@ function storedOf(row: FullPackRow): StoredMessage[] {
  */
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
+  /**
+   * Runs its argument in one transaction. Made once: better-sqlite3 builds a new wrapper with
+   * five variants for every db.transaction(fn), about 5 µs of every group (measured here).
+   */
+  private readonly runTransaction: Database.Transaction<(fn: () => unknown) => unknown>;
   private readonly walSync: WalSync | undefined;
   private walIndex: WalIndex | undefined;
   private readonly checkpointWalBytes: number;
@@ -264,6 +269,7 @@ export class SqliteCellStore implements CellStore {
     options: SqliteStoreOptions = {},
   ) {
     this.db = new Database(path);
+    this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
     this.db.pragma("journal_mode = WAL");
     const durability = options.durability ?? "full";
     this.checkpointWalBytes = options.checkpointWalBytes ?? checkpointWalBytesDefault;
@@ -322,7 +328,7 @@ export class SqliteCellStore implements CellStore {
     const savedOldest = this.oldestBacklog;
     const savedPacks = this.packs;
     try {
-      return this.db.transaction(fn).immediate();
+      return this.runTransaction.immediate(fn) as T;
     } catch (error) {
       // The rows rolled back; so must the totals kept beside them. (nextSeq and packIdFloor may
       // stay ahead: a seq or an id range left unused costs nothing.)
