@@ -32,6 +32,24 @@ import {
   type LimitedStatementName,
   type StatementName,
 } from "./sqlite-sql.ts";
+import {
+  headsOf,
+  packHead,
+  parseLeasable,
+  storedOf,
+  toHead,
+  toStored,
+  type AckedPack,
+  type FoundPack,
+  type FullPackRow,
+  type FullRow,
+  type HeadPackRow,
+  type HeadRow,
+  type Leasable,
+  type PackRow,
+  type PackToLease,
+  type RemovedRow,
+} from "./sqlite-rows.ts";
 import { WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
@@ -65,156 +83,6 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
 const backgroundCopiesMax = 4;
 /** 100 rows of 9 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
-
-interface FullRow {
-  seq: number;
-  id: string;
-  state: MessageState;
-  due_at: number;
-  deliveries: number;
-  lease_generation: number;
-  sent_at: number;
-  enqueued_at: number;
-  bytes: number;
-  content_type: string;
-  attributes: string | null;
-  body: Buffer;
-}
-
-interface HeadRow {
-  seq: number;
-  id: string;
-  state: MessageState;
-  due_at: number;
-  deliveries: number;
-  lease_generation: number;
-  bytes: number;
-}
-
-/** A head row that may be a pack: then n > 1 and pack lists its messages. */
-interface HeadPackRow extends HeadRow {
-  n: number;
-  pack: string | null;
-}
-
-interface FullPackRow extends FullRow {
-  n: number;
-  pack: string | null;
-}
-
-/** A pack as unpacking reads it. */
-interface PackRow {
-  seq: number;
-  state: MessageState;
-  due_at: number;
-  deliveries: number;
-  lease_generation: number;
-  lease_owner: number;
-  enqueued_at: number;
-  n: number;
-  pack: string;
-  body: Buffer;
-}
-
-/** A pack as a lease that takes it alone reads it (its attributes are each message's own). */
-type PackToLease = Omit<FullRow, "state" | "attributes"> & { n: number; pack: string };
-
-/** Rows to lease, as lease() reads them: their fields, and their bodies end to end. */
-interface Leasable {
-  picked: LeasableFields[];
-  bodies: Buffer;
-}
-
-function parseLeasable(found: unknown): Leasable {
-  const { fields, bodies } = found as { fields: string; bodies: Buffer | null };
-  return { picked: JSON.parse(fields) as LeasableFields[], bodies: bodies ?? Buffer.alloc(0) };
-}
-
-/** The pack that holds an id, as packFor reads it, with its list. */
-interface FoundPack {
-  row: HeadPackRow & { last_id: string };
-  list: PackEntry[];
-}
-
-/** A pack an ack names messages of, with what the ack needs to know of it. */
-interface AckedPack extends FoundPack {
-  /** The refs that name one of its messages with its current generation, by index. */
-  held: Map<number, string>;
-}
-
-/** A row removeHeld deleted, as its RETURNING clause lists the columns. */
-type RemovedRow = [id: string, leaseGeneration: number, seq: number, state: MessageState, bytes: number];
-
-function toStored(row: FullRow): StoredMessage {
-  return {
-    seq: row.seq,
-    id: row.id,
-    state: row.state,
-    dueAt: row.due_at,
-    deliveries: row.deliveries,
-    leaseGeneration: row.lease_generation,
-    sentAt: row.sent_at,
-    enqueuedAt: row.enqueued_at,
-    bytes: row.bytes,
-    contentType: row.content_type,
-    attributes: row.attributes,
-    body: new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength),
-  };
-}
-
-function toHead(row: HeadRow): MessageHead {
-  return {
-    seq: row.seq,
-    id: row.id,
-    state: row.state,
-    dueAt: row.due_at,
-    deliveries: row.deliveries,
-    leaseGeneration: row.lease_generation,
-    bytes: row.bytes,
-  };
-}
-
-/** The heads of a row's messages: itself, or each message of a pack. */
-function headsOf(row: HeadPackRow): MessageHead[] {
-  if (row.n === 1 || row.pack === null) return [toHead(row)];
-  return readPackList(row.pack).map((entry, i) => packHead(row, entry, i));
-}
-
-function packHead(row: HeadRow, entry: PackEntry, index: number): MessageHead {
-  return {
-    seq: row.seq + index,
-    id: entry[0],
-    state: row.state,
-    dueAt: row.due_at,
-    deliveries: row.deliveries,
-    leaseGeneration: row.lease_generation,
-    bytes: entry[4],
-  };
-}
-
-/** The stored messages of a row: itself, or each message of a pack with its slice of the body. */
-function storedOf(row: FullPackRow): StoredMessage[] {
-  if (row.n === 1 || row.pack === null) return [toStored(row)];
-  const list = decodePackEntries(row.pack, row.body.byteLength);
-  const bodies = packBodies(list, row.body);
-  return list.map(([id, sentAt, contentType, attributes, bytes], i) => {
-    const body = bodies[i]!;
-    return {
-      seq: row.seq + i,
-      id,
-      state: row.state,
-      dueAt: row.due_at,
-      deliveries: row.deliveries,
-      leaseGeneration: row.lease_generation,
-      sentAt,
-      enqueuedAt: row.enqueued_at,
-      bytes,
-      contentType,
-      attributes,
-      body,
-    };
-  });
-}
 
 /**
  * One SQLite file per cell, WAL, one writer. Totals are kept in memory and rebuilt on open.
