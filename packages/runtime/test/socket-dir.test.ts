@@ -2,7 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } f
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import { unixDirectSocket } from "../src/host/queue-dispatch-worker.ts";
+import { createServer } from "node:net";
+import { unixDirectSocket, unixDirectSocketListening } from "../src/host/queue-dispatch-worker.ts";
 import { SocketDir } from "../src/socket-dir.ts";
 
 const made: string[] = [];
@@ -55,4 +56,20 @@ describe.skipIf(process.platform === "win32")("SocketDir", () => {
 test("a Unix direct socket is written as Miniflare will join it: host `unix:` and the path, port 0", () => {
   expect(unixDirectSocket("/d/run/queue-dispatch:0")).toEqual({ host: "unix:/d/run/queue-dispatch", port: 0 });
   expect(() => unixDirectSocket("/d/run/queue-dispatch")).toThrow(/must end in ":0"/);
+});
+
+test.skipIf(process.platform === "win32")("a dispatch socket workerd is not listening on is an error naming Miniflare's version", async () => {
+  const dir = scratch();
+  const missing = join(dir, "queue-dispatch:0");
+  expect(() => unixDirectSocketListening(missing)).toThrow(/with miniflare \S+ workerd is not listening at .*queue-dispatch:0/);
+  writeFileSync(missing, "a file, not a socket");
+  expect(() => unixDirectSocketListening(missing)).toThrow(/not listening/);
+  const socketPath = join(dir, "live:0");
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  try {
+    expect(unixDirectSocketListening(socketPath)).toBe(socketPath);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

@@ -1,7 +1,9 @@
 import { queueDispatchWorkerEntry } from "@celld/bindings";
+import { existsSync, statSync } from "node:fs";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
 import { reservedWorkerNamePrefix } from "../config/index.ts";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "../miniflare-queue-wiring.ts";
 
 /** The internal Worker that runs consumer batches (see queue-dispatch.worker.ts in bindings). */
 export const queueDispatchWorkerName = `${reservedWorkerNamePrefix}queue_dispatch`;
@@ -55,13 +57,29 @@ export async function queueDispatchWorkerOptions(
  * A Miniflare direct socket that workerd opens as a Unix socket at `path`. Miniflare has no
  * option for that: it writes a direct socket's address as `host:port`, and workerd reads an
  * address that starts with `unix:` as a path. So the path ends in `:0`, the port Miniflare
- * appends, and the host is `unix:` and the rest. runtime/test/queue-wiring.test.ts checks that
- * workerd listens where this says.
+ * appends, and the host is `unix:` and the rest. test/queues-dispatch.test.ts checks that workerd
+ * listens where this says, and the host checks it at every start (unixDirectSocketListening).
  */
 export function unixDirectSocket(path: string): { host: string; port: number } {
   const port = ":0";
   if (!path.endsWith(port)) throw new Error(`a direct socket's Unix path must end in "${port}", not ${JSON.stringify(path)}`);
   return { host: `unix:${path.slice(0, -port.length)}`, port: 0 };
+}
+
+/**
+ * `path`, once workerd listens there (after start). The path rests on how Miniflare writes a
+ * direct socket's address (unixDirectSocket): if an upgrade changes that, this says so at start,
+ * rather than every batch failing to connect.
+ */
+export function unixDirectSocketListening(path: string): string {
+  if (!existsSync(path) || !statSync(path).isSocket()) {
+    throw new Error(
+      `celld puts the queue dispatch Worker on a Unix socket through how miniflare ${wiredMiniflareVersion} writes a ` +
+        `direct socket's address, and with miniflare ${installedMiniflareVersion()} workerd is not listening at ${path}. ` +
+        "Re-check unixDirectSocket in packages/runtime/src/host/queue-dispatch-worker.ts.",
+    );
+  }
+  return path;
 }
 
 // The source does not change while the process runs; every host in it shares one bundle.

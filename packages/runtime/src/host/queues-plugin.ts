@@ -14,6 +14,7 @@ import {
   queueDispatchSocketName,
   queueDispatchWorkerName,
   queueDispatchWorkerOptions,
+  unixDirectSocketListening,
 } from "./queue-dispatch-worker.ts";
 
 export interface QueuesPluginOptions {
@@ -112,7 +113,7 @@ export class QueuesPlugin implements HostPlugin {
     const client = new QueueDispatchClient(
       this.dispatchSocketDir === undefined
         ? await context.directUrl(queueDispatchWorkerName)
-        : { socketPath: this.dispatchSocketDir.socketPath(queueDispatchSocketName) },
+        : { socketPath: unixDirectSocketListening(this.dispatchSocketDir.socketPath(queueDispatchSocketName)) },
     );
     this.client = client;
     // One budget for all consumers: they share this host's memory.
