@@ -1,5 +1,5 @@
-import { queueDispatchWorkerEntry } from "@celld/bindings";
 import { existsSync, statSync } from "node:fs";
+import { queueDispatchWorkerEntry } from "@celld/bindings";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
 import { reservedWorkerNamePrefix } from "../config/index.ts";
