@@ -11,7 +11,8 @@
  * Each host runs in its own child process (host-process.ts), started afresh for each round; this
  * process only drives HTTP. The machine is shared and small, so beside the rates the bench prints
  * each host's CPU time per message (its Node process and its workerd), which moves far less from
- * run to run.
+ * run to run, and how much of each run its Node event loop spent running: well under 100%, the
+ * host was held by round trips and the other processes, not by that thread.
  * Run: npm run bench host   (CELLD_BENCH_ROUNDS sets the rounds, 3 by default; to profile the
  * hosts, CELLD_BENCH_CHILD_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"; to try other V8 flags for
  * celld's workerd, CELLD_BENCH_WORKERD_V8_FLAGS="--max-semi-space-size=4", or "" for V8's defaults)
@@ -273,7 +274,11 @@ function cpuLine(figures: Figures, pick: (f: RoundFigures) => Throughput): strin
     return `${s} ${us(node + workerd)} (Node ${us(node)} + workerd ${us(workerd)})`;
   });
   const driverCpu = median(systems.flatMap((s) => figures[s].map((f) => pick(f).driverCpuPerMessageUs)));
-  return `    CPU per message, sending and consuming: ${parts.join("; ")}; the HTTP driver (this process) ${us(driverCpu)}`;
+  const busy = systems.map((s) => `${s} ${Math.round(100 * median(figures[s].map((f) => pick(f).loopBusy)))}%`);
+  return (
+    `    CPU per message, sending and consuming: ${parts.join("; ")}; the HTTP driver (this process) ${us(driverCpu)}\n` +
+    `    each host's Node event loop busy (running, not waiting for I/O): ${busy.join(", ")}`
+  );
 }
 
 /** The machine is shared: say how busy it was, so figures from different runs can be read. */

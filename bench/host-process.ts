@@ -5,8 +5,8 @@
  * The bench process only drives HTTP and keeps time.
  *
  * The child's side is serveHost; the parent's is spawnHost. Over the IPC channel the child says
- * `ready` (with its URL) once, then `consumed` after each settled consumer batch; the parent says
- * `stop`. Each host counts consumption where it settles a batch: celld's `onBatch` report after
+ * `ready` (with its URL) once, then `consumed` after each settled consumer batch, and `loop` (its
+ * event loop's time so far) whenever the parent asks with `loop`; the parent says `stop`. Each host counts consumption where it settles a batch: celld's `onBatch` report after
  * the acks commit, Miniflare's broker log line after it has applied the batch's outcome.
  *
  * Imports nothing from celld (the Miniflare child loads this file).
@@ -17,9 +17,16 @@ import { performance } from "node:perf_hooks";
 type ChildMessage =
   | { type: "ready"; url: string }
   | { type: "consumed"; count: number }
+  | { type: "loop"; time: LoopTime }
   | { type: "failed"; message: string };
 
-type ParentMessage = { type: "stop" };
+type ParentMessage = { type: "stop" } | { type: "loop" };
+
+/** The host's main thread since it started, ms: running callbacks (active) or waiting for I/O (idle). */
+export interface LoopTime {
+  active: number;
+  idle: number;
+}
 
 export interface ServedHost {
   url: URL;
@@ -53,6 +60,10 @@ export function serveHost(start: HostStarter): void {
   };
   process.on("message", (message: ParentMessage) => {
     if (message.type === "stop") stop();
+    if (message.type === "loop" && process.connected) {
+      const { active, idle } = performance.eventLoopUtilization();
+      send({ type: "loop", time: { active, idle } } satisfies ChildMessage);
+    }
   });
   // The bench went away (crashed or was interrupted): clean up all the same.
   process.on("disconnect", stop);
@@ -82,6 +93,8 @@ export interface HostProcess {
   readonly consumed: number;
   /** Resolves with performance.now() at the report that took the count to `target`. */
   untilConsumed(target: number, timeoutMs: number): Promise<number>;
+  /** The host process's event-loop time so far (Node's eventLoopUtilization). */
+  loopTime(): Promise<LoopTime>;
   /** Asks the host to close and waits for its process to end (killing it after `timeoutMs`). */
   stop(timeoutMs?: number): Promise<void>;
 }
@@ -123,6 +136,8 @@ export async function spawnHost(
 
   let consumed = 0;
   let waiters: Waiter[] = [];
+  // Answers come in the order asked: one channel, one thread answering.
+  const loopAsks: Array<(time: LoopTime) => void> = [];
   const url = await new Promise<URL>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${startTimeoutMs} ms`)), startTimeoutMs);
     child.on("message", (message: ChildMessage) => {
@@ -132,6 +147,8 @@ export async function spawnHost(
       } else if (message.type === "failed") {
         clearTimeout(timer);
         reject(new Error(`${name} failed to start:\n${message.message}`));
+      } else if (message.type === "loop") {
+        loopAsks.shift()?.(message.time);
       } else {
         consumed += message.count;
         const at = performance.now();
@@ -183,6 +200,13 @@ export async function spawnHost(
           reject(new Error(`${name}: ${consumed} of ${target} messages consumed after ${timeoutMs} ms`));
         }, timeoutMs);
         waiters.push(waiter);
+      });
+    },
+    loopTime() {
+      if (gone !== undefined) return Promise.reject(gone);
+      return new Promise<LoopTime>((resolve) => {
+        loopAsks.push(resolve);
+        child.send({ type: "loop" } satisfies ParentMessage);
       });
     },
     async stop(timeoutMs = 30_000) {

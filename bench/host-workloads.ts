@@ -64,6 +64,11 @@ export interface Throughput {
   cpuPerMessageUs: CpuSeconds | undefined;
   /** This process's CPU time per message, µs: the HTTP client's share of the machine. */
   driverCpuPerMessageUs: number;
+  /**
+   * The share of the run the host's Node thread spent running rather than waiting for I/O:
+   * under 1 while the host was held by something else (the other processes, the round trips).
+   */
+  loopBusy: number;
   /** Requests sent again after a connection reset, and what the first reset said. */
   resends: number;
   firstReset: string | undefined;
@@ -75,6 +80,7 @@ export async function endToEnd(d: Driver, path: string, calls: number, perCall: 
   const target = d.host.consumed + messages;
   const resendsBefore = d.resends;
   d.firstReset = undefined;
+  const loopBefore = await d.host.loopTime();
   const cpuBefore = hostCpuSeconds(d.host.pid);
   const driverBefore = process.cpuUsage();
   const start = performance.now();
@@ -90,6 +96,8 @@ export async function endToEnd(d: Driver, path: string, calls: number, perCall: 
   const sentAt = performance.now();
   const consumedAt = await d.host.untilConsumed(target, drainTimeoutMs);
   const cpuAfter = hostCpuSeconds(d.host.pid);
+  const loopAfter = await d.host.loopTime();
+  const loopActive = loopAfter.active - loopBefore.active;
   const driverCpu = process.cpuUsage(driverBefore);
   const perMessageUs = (before: number, after: number) => ((after - before) * 1e6) / messages;
   return {
@@ -100,6 +108,7 @@ export async function endToEnd(d: Driver, path: string, calls: number, perCall: 
         ? undefined
         : { node: perMessageUs(cpuBefore.node, cpuAfter.node), workerd: perMessageUs(cpuBefore.workerd, cpuAfter.workerd) },
     driverCpuPerMessageUs: (driverCpu.user + driverCpu.system) / messages,
+    loopBusy: loopActive / (loopActive + loopAfter.idle - loopBefore.idle),
     resends: d.resends - resendsBefore,
     firstReset: d.firstReset,
   };
