@@ -6,8 +6,9 @@
  *
  * The child's side is serveHost; the parent's is spawnHost. Over the IPC channel the child says
  * `ready` (with its URL) once, then `consumed` after each settled consumer batch, and `loop` (its
- * event loop's time so far) whenever the parent asks with `loop`; the parent says `stop`. Each host counts consumption where it settles a batch: celld's `onBatch` report after
- * the acks commit, Miniflare's broker log line after it has applied the batch's outcome.
+ * event loop's time so far) whenever the parent asks with `loop`; the parent says `stop`. Each
+ * host counts consumption where it settles a batch: celld's `onBatch` report after the acks
+ * commit, Miniflare's broker log line after it has applied the batch's outcome.
  *
  * Imports nothing from celld (the Miniflare child loads this file).
  */
@@ -137,7 +138,7 @@ export async function spawnHost(
   let consumed = 0;
   let waiters: Waiter[] = [];
   // Answers come in the order asked: one channel, one thread answering.
-  const loopAsks: Array<(time: LoopTime) => void> = [];
+  let loopAsks: Array<{ resolve: (time: LoopTime) => void; reject: (error: Error) => void }> = [];
   const url = await new Promise<URL>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${startTimeoutMs} ms`)), startTimeoutMs);
     child.on("message", (message: ChildMessage) => {
@@ -148,7 +149,7 @@ export async function spawnHost(
         clearTimeout(timer);
         reject(new Error(`${name} failed to start:\n${message.message}`));
       } else if (message.type === "loop") {
-        loopAsks.shift()?.(message.time);
+        loopAsks.shift()?.resolve(message.time);
       } else {
         consumed += message.count;
         const at = performance.now();
@@ -171,6 +172,8 @@ export async function spawnHost(
   void exited.then(() => {
     gone = new Error(`${name}: its process ended (exit code ${child.exitCode}, signal ${child.signalCode})`);
     for (const w of waiters.splice(0)) w.reject(gone);
+    for (const ask of loopAsks) ask.reject(gone);
+    loopAsks = [];
   });
 
   return {
@@ -204,8 +207,8 @@ export async function spawnHost(
     },
     loopTime() {
       if (gone !== undefined) return Promise.reject(gone);
-      return new Promise<LoopTime>((resolve) => {
-        loopAsks.push(resolve);
+      return new Promise<LoopTime>((resolve, reject) => {
+        loopAsks.push({ resolve, reject });
         child.send({ type: "loop" } satisfies ParentMessage);
       });
     },
