@@ -94,7 +94,7 @@ test("a batch of bytes messages arrives in order, each body exactly its bytes", 
   expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0, delayed: 0 });
 });
 
-test("the dispatch Worker listens only on a Unix socket in <data>/run, which only this user can enter", () => {
+test("the dispatch Worker listens on a Unix socket in <data>/run, which only this user can enter", () => {
   const socketPath = join(p.dataDir, "run", queueDispatchSocketName);
   expect(statSync(socketPath).isSocket()).toBe(true);
   expect(statSync(join(p.dataDir, "run")).mode & 0o777).toBe(0o700);
