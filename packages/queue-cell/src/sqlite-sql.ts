@@ -1,5 +1,5 @@
 import type { PackEntry } from "./message-pack.ts";
-import { MessageState } from "./store.ts";
+import { MessageState, type NewMessage } from "./store.ts";
 
 // The SQL of the SQLite store, apart from the code that runs it, so that a test can ask SQLite
 // how it plans each statement (a missed index shows up only as slowness otherwise).
@@ -44,6 +44,14 @@ export const schemaAfterColumns = `
 CREATE INDEX IF NOT EXISTS messages_packs_by_id ON messages (id) WHERE n > 1;
 `;
 
+/** A new ready row: its columns, and one row's placeholders (its seq and a NewMessage's fields). */
+const newRowColumns = "seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body";
+const newRowValues = `(?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
+
+/** A new row's parameters, in newRowColumns' order (its state is always ready). */
+export function newRowParams(seq: number, row: NewMessage, bytes: number): unknown[] {
+  return [seq, row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body];
+}
 const fullColumns =
   "seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, attributes, body";
 const headColumns = "seq, id, state, due_at, deliveries, lease_generation, bytes";
@@ -55,8 +63,7 @@ const leasableJson = `json_array(seq, id, due_at, deliveries, lease_generation, 
 
 /** Every prepared statement of the store, by the name the store uses. */
 export const statementSql = {
-  insertIgnore: `INSERT OR IGNORE INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
-     VALUES (?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`,
+  insertIgnore: `INSERT OR IGNORE INTO messages (${newRowColumns}) VALUES ${newRowValues}`,
   insertPack: `INSERT INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, n, last_id, pack, body)
      VALUES (?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   /** One message of a pack being unpacked, as it stood in the pack. */
@@ -219,7 +226,5 @@ function sqlLimit(limit: number): number {
 
 /** A multi-row INSERT of `rowCount` new ready rows, 9 parameters each (the seq given). */
 export function insertRowsSql(rowCount: number): string {
-  const values = `(?, ?, ${MessageState.ready}, ?, ?, ?, ?, ?, ?, ?)`;
-  return `INSERT INTO messages (seq, id, state, due_at, sent_at, enqueued_at, bytes, content_type, attributes, body)
-     VALUES ${Array.from({ length: rowCount }, () => values).join(", ")}`;
+  return `INSERT INTO messages (${newRowColumns}) VALUES ${Array.from({ length: rowCount }, () => newRowValues).join(", ")}`;
 }

@@ -25,6 +25,7 @@ import {
   addedColumns,
   insertRowsSql,
   limitedSql,
+  newRowParams,
   schema,
   schemaAfterColumns,
   statementSql,
@@ -218,7 +219,7 @@ export class SqliteCellStore implements CellStore {
     const inserted: string[] = [];
     for (const row of rows) {
       const bytes = messageBytes(row);
-      const args = [this.nextSeq++, row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body];
+      const args = newRowParams(this.nextSeq++, row, bytes);
       // A dead-letter move is retried after a crash; the received table remembers ids that were
       // already taken in, even once they have been acked and deleted here.
       if (this.stmt.markReceived.run(row.id, row.enqueuedAt).changes === 0) continue;
@@ -259,7 +260,7 @@ export class SqliteCellStore implements CellStore {
           const row = chunk[i]!;
           const bytes = messageBytes(row);
           bytesTotal += bytes;
-          args.push(firstSeq + i, row.id, row.dueAt, row.sentAt, row.enqueuedAt, bytes, row.contentType, row.attributes, row.body);
+          args.push(...newRowParams(firstSeq + i, row, bytes));
         }
         this.insertStatement(chunk.length).run(...args);
       }
