@@ -73,6 +73,9 @@ export interface ConsumerDispatcherOptions {
 // a live dispatcher settles or retries every message itself before then.
 const leaseSlackSeconds = 60;
 
+/** The most full batches one turn of the dispatcher leases together under a backlog. */
+const batchesPerLeaseMax = 4;
+
 /** After a batch whose handler could not be run at all, the wait before the next, doubling. */
 const unreachableBackoffMs = { first: 1_000, max: 30_000 } as const;
 
@@ -106,6 +109,8 @@ export class ConsumerDispatcher {
   /** 0 while invocations reach the Worker; else the wait after the last that could not. */
   private backoffMs = 0;
   private pausedUntil = 0;
+  /** Body bytes of the batch started last: the estimate of a further batch's size. */
+  private lastBatchBytes: number | undefined;
 
   constructor(options: ConsumerDispatcherOptions) {
     this.cell = options.cell;
@@ -189,7 +194,7 @@ export class ConsumerDispatcher {
         });
         continue;
       }
-      const batch = await this.collectBatch();
+      const batch = await this.collectBatches();
       if (batch.length === 0) continue;
       if (!this.running) {
         await this.releaseBatch(batch);
@@ -201,14 +206,63 @@ export class ConsumerDispatcher {
         await this.releaseBatch(batch);
         continue;
       }
-      const bytes = batch.reduce((sum, m) => sum + m.body.byteLength, 0);
-      this.budget.take(bytes);
-      const delivery = this.deliver(batch).finally(() => {
-        this.budget.give(bytes);
-        this.inFlight.delete(delivery);
-        this.slotFreed?.();
-      });
-      this.inFlight.add(delivery);
+      this.startDelivery(batch);
+    }
+  }
+
+  private startDelivery(batch: LeasedMessage[]): void {
+    const bytes = batch.reduce((sum, m) => sum + m.body.byteLength, 0);
+    this.budget.take(bytes);
+    this.lastBatchBytes = bytes;
+    const delivery = this.deliver(batch).finally(() => {
+      this.budget.give(bytes);
+      this.inFlight.delete(delivery);
+      this.slotFreed?.();
+    });
+    this.inFlight.add(delivery);
+  }
+
+  /**
+   * The next batch (collectBatch's). With a backlog of full batches ready, up to
+   * batchesPerLeaseMax - 1 more full ones are leased beside it, each started as it comes back.
+   * Their leases reach the cell together, so they share one group and one flush: one lease at a
+   * time takes one batch per flush, slower than producers fill a queue. Extra batches are taken
+   * only where a slot is free, and while the in-flight budget has room for them at the size of
+   * the last batch (none before a first batch has given a size).
+   */
+  private async collectBatches(): Promise<LeasedMessage[]> {
+    const size = this.settings.maxBatchSize;
+    const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
+    const estimate = this.lastBatchBytes;
+    let extra = 0;
+    while (
+      estimate !== undefined &&
+      extra + 1 < slots &&
+      this.budget.bytes + (extra + 2) * estimate <= this.budget.maxBytes &&
+      this.cell.hasReady((extra + 2) * size)
+    ) {
+      extra += 1;
+    }
+    // Asked first, so the cell serves them first: the batch below gets what they leave.
+    const extras = Array.from({ length: extra }, () =>
+      this.cell
+        .lease({ max: size, visibilityTimeoutSeconds: this.visibilitySeconds, owner: this.leaseOwner })
+        .then((taken) => this.startExtra(taken)),
+    );
+    const [batch] = await Promise.all([this.collectBatch(), ...extras]);
+    return batch;
+  }
+
+  /**
+   * A batch leased beside the next: started if full. One that came back short (something else
+   * leased from the cell meanwhile) is handed back, as is any while stopping or paused: a batch is
+   * delivered full, or at the end of its window.
+   */
+  private async startExtra(taken: LeasedMessage[]): Promise<void> {
+    if (taken.length === this.settings.maxBatchSize && this.running && this.pausedUntil <= this.clock.now()) {
+      this.startDelivery(taken);
+    } else if (taken.length > 0) {
+      await this.releaseBatch(taken);
     }
   }
 

@@ -4,8 +4,10 @@
  * each batch's bodies until it is settled: at max_concurrency 250 and 100 messages of 128 KB a
  * batch, a backlog would put 3.2 GB in both at once. A consumer takes a further batch only while
  * the bytes in flight are under the budget, or when it has none running (so no consumer waits on
- * another's batches for ever). One batch is at most 100 x 128 KB, so a consumer overshoots the
- * budget by at most one batch.
+ * another's batches for ever). With a backlog a consumer may lease several full batches at once,
+ * but only as many as the budget has room for at the size of its last batch. One batch is at most
+ * 100 x 128 KB, so a consumer overshoots the budget by about one batch (by more only when its
+ * batches grow sharply from one to the next).
  */
 export class InFlightBudget {
   private used = 0;

@@ -286,3 +286,103 @@ test("a batch cut off as the host stops is handed back uncounted, unless workerd
     expect({ workerdDied, deliveries: m?.deliveries }).toEqual({ workerdDied, deliveries: workerdDied ? 2 : 1 });
   }
 });
+
+/** Counts the cell's lease calls, and the most that were waiting for an answer at once. */
+function countLeases(cell: QueueCell): { calls: number; mostAtOnce: number } {
+  const seen = { calls: 0, mostAtOnce: 0 };
+  let open = 0;
+  const lease = cell.lease.bind(cell);
+  cell.lease = async (options) => {
+    seen.calls += 1;
+    seen.mostAtOnce = Math.max(seen.mostAtOnce, ++open);
+    try {
+      return await lease(options);
+    } finally {
+      open -= 1;
+    }
+  };
+  return seen;
+}
+
+const sendMany = (cell: QueueCell, count: number, bytes = 10) =>
+  send(cell, ...Array.from({ length: count }, (_, i) => `${i}`.padStart(bytes, "0")));
+
+test("with a backlog of full batches, up to four are leased together and run at once", async () => {
+  const budget = new InFlightBudget(1_000_000);
+  const cell = await registry.open("backlog");
+  const leases = countLeases(cell);
+  await sendMany(cell, 100);
+  const { held, dispatcher: d } = await holding("backlog", budget, { maxBatchSize: 10, maxConcurrency: 10 });
+  await settle();
+  // The first lease finds no batch size to go by: it goes alone. Then four at a time, up to ten.
+  expect(d.batchesInFlight).toBe(10);
+  expect(leases.mostAtOnce).toBe(4);
+  expect(await cell.counts()).toMatchObject({ leased: 100, ready: 0 });
+  while (held.length > 0) {
+    held.shift()!();
+    await settle();
+  }
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+});
+
+test("batches leased together are never more than the free slots, and only full ones", async () => {
+  const budget = new InFlightBudget(1_000_000);
+  const cell = await registry.open("slots");
+  const leases = countLeases(cell);
+  await sendMany(cell, 35);
+  const { held, dispatcher: d } = await holding("slots", budget, { maxBatchSize: 10, maxConcurrency: 3 });
+  await settle();
+  expect(d.batchesInFlight).toBe(3);
+  expect(leases.mostAtOnce).toBe(2);
+  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 5 });
+  // One slot frees: 5 are left, less than a batch, so one lease waits for the window (0 s here).
+  held.shift()!();
+  await settle();
+  expect(leases.mostAtOnce).toBe(2);
+  expect(await cell.counts()).toMatchObject({ leased: 25, ready: 0 });
+});
+
+test("batches leased together fit the in-flight budget at the size of the last batch", async () => {
+  const budget = new InFlightBudget(2_500);
+  const cell = await registry.open("sized");
+  const leases = countLeases(cell);
+  // Batches of 5 messages of 100 bytes: 500 bytes each, so the budget has room for five.
+  await sendMany(cell, 50, 100);
+  const { dispatcher: d } = await holding("sized", budget, { maxBatchSize: 5, maxConcurrency: 10 });
+  await settle();
+  // One alone (no size known yet), then four together: 2,500 bytes, and no room for more.
+  expect(leases.mostAtOnce).toBe(4);
+  expect(d.batchesInFlight).toBe(5);
+  expect(budget.bytes).toBe(2_500);
+  expect(await cell.counts()).toMatchObject({ leased: 25, ready: 25 });
+});
+
+test("a batch leased alongside that comes back short is handed back, its attempt not counted", async () => {
+  const budget = new InFlightBudget(1_000_000);
+  const cell = await registry.open("short");
+  await sendMany(cell, 30);
+  // Something else leases 15 between the dispatcher's look at the backlog and its leases.
+  const hasReady = cell.hasReady.bind(cell);
+  let other: Promise<unknown[]> | undefined;
+  cell.hasReady = (count) => {
+    const answer = hasReady(count);
+    other ??= cell.lease({ max: 15, visibilityTimeoutSeconds: 3_600 });
+    return answer;
+  };
+  const { dispatcher: d } = await holding("short", budget, { maxBatchSize: 10, maxBatchTimeoutSeconds: 30, maxConcurrency: 10 });
+  await settle();
+  // The first batch (10) went alone; then 20 looked ready, and the extra lease found 5. It gave
+  // them back rather than run a short batch: the next batch took them and waits out its window.
+  expect(await other).toHaveLength(15);
+  expect(d.batchesInFlight).toBe(1);
+  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 0 });
+  clock.advance(30_000);
+  await settle();
+  expect(d.batchesInFlight).toBe(2);
+  await d.stop();
+  const handedBack = await cell.lease({ max: 100 });
+  // The other 15 are still leased. No delivery by the dispatcher counted (the short lease's
+  // neither), so this lease is each message's first.
+  expect(handedBack).toHaveLength(15);
+  expect(handedBack.map((m) => m.deliveries)).toEqual(Array.from({ length: 15 }, () => 1));
+});

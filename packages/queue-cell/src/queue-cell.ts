@@ -273,6 +273,15 @@ export class QueueCell {
   }
 
   /**
+   * Whether at least `count` messages are ready to lease now, from what has committed. Read
+   * without a write-loop group: a consumer asks it to decide how many batches to lease at once.
+   */
+  hasReady(count: number): boolean {
+    this.assertOpen();
+    return this.store.hasDue(this.now(), count);
+  }
+
+  /**
    * Leases up to `max` ready messages. Each lease counts a delivery and takes a new generation.
    * With `waitSeconds`, an empty queue answers as soon as a message is ready, or empty at the end.
    */

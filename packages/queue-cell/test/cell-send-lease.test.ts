@@ -386,6 +386,24 @@ describe("opening and configuring", () => {
   });
 });
 
+describe("hasReady (how a consumer judges its backlog)", () => {
+  test("counts messages ready now: not delayed, not leased; packs by their messages", async () => {
+    const h = cellHarness();
+    // One send of three is stored as one row; hasReady counts its messages.
+    await h.cell.send([text("a"), text("b"), text("c")]);
+    await h.cell.send([text("later", { delaySeconds: 5 })]);
+    expect(h.cell.hasReady(3)).toBe(true);
+    expect(h.cell.hasReady(4)).toBe(false);
+    await h.cell.lease({ max: 1 });
+    expect(h.cell.hasReady(3)).toBe(false);
+    expect(h.cell.hasReady(2)).toBe(true);
+    h.clock.advance(5_000);
+    expect(h.cell.hasReady(3)).toBe(true);
+    await h.cell.close();
+    expect(() => h.cell.hasReady(1)).toThrow(/closed/);
+  });
+});
+
 describe("a lease that fills (how a consumer collects a batch)", () => {
   test("waits for max due messages and takes them in one lease, not one per send", async () => {
     const h = cellHarness();
