@@ -235,13 +235,9 @@ export class ConsumerDispatcher {
     const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
     const estimate = this.lastBatchBytes;
     let extra = 0;
-    while (
-      estimate !== undefined &&
-      extra + 1 < slots &&
-      this.budget.bytes + (extra + 2) * estimate <= this.budget.maxBytes &&
-      this.cell.hasReady((extra + 2) * size)
-    ) {
-      extra += 1;
+    if (estimate !== undefined && slots > 1) {
+      extra = Math.max(0, Math.min(slots, Math.floor(this.cell.readyCount(slots * size) / size)) - 1);
+      while (extra > 0 && this.budget.bytes + (extra + 1) * estimate > this.budget.maxBytes) extra -= 1;
     }
     // Asked first, so the cell serves them first: the batch below gets what they leave.
     const extras = Array.from({ length: extra }, () =>

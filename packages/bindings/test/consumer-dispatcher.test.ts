@@ -362,10 +362,10 @@ test("a batch leased alongside that comes back short is handed back, its attempt
   const cell = await registry.open("short");
   await sendMany(cell, 30);
   // Something else leases 15 between the dispatcher's look at the backlog and its leases.
-  const hasReady = cell.hasReady.bind(cell);
+  const readyCount = cell.readyCount.bind(cell);
   let other: Promise<unknown[]> | undefined;
-  cell.hasReady = (count) => {
-    const answer = hasReady(count);
+  cell.readyCount = (atMost) => {
+    const answer = readyCount(atMost);
     other ??= cell.lease({ max: 15, visibilityTimeoutSeconds: 3_600 });
     return answer;
   };

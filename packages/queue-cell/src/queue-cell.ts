@@ -273,12 +273,14 @@ export class QueueCell {
   }
 
   /**
-   * Whether at least `count` messages are ready to lease now, from what has committed. Read
-   * without a write-loop group: a consumer asks it to decide how many batches to lease at once.
+   * How many messages are ready to lease now, counted up to `atMost` (reading no further), from
+   * what has committed. Read without a write-loop group: a consumer asks it to decide how many
+   * batches to lease at once.
    */
-  hasReady(count: number): boolean {
+  readyCount(atMost: number): number {
     this.assertOpen();
-    return this.store.hasDue(this.now(), count);
+    checkRange("atMost", atMost, 1, Number.MAX_SAFE_INTEGER, { integer: true, unit: "messages" });
+    return this.store.dueCount(this.now(), atMost);
   }
 
   /**

@@ -594,7 +594,13 @@ export class SqliteCellStore implements CellStore {
   hasDue(nowMs: number, count: number): boolean {
     // Fewer ready rows in all, due or delayed: no need to read the index.
     if (this.counts.ready < count) return false;
-    return (this.limited(this.packs === 0 ? "countDue" : "countDueMessages", count).get(nowMs) as { n: number }).n >= count;
+    return this.dueCount(nowMs, count) >= count;
+  }
+
+  dueCount(nowMs: number, atMost: number): number {
+    if (this.counts.ready === 0) return 0;
+    // Packs count their messages, so the rows read can sum past atMost.
+    return Math.min(atMost, (this.limited(this.packs === 0 ? "countDue" : "countDueMessages", atMost).get(nowMs) as { n: number }).n);
   }
 
   earliestReadyDueAt(): number | null {

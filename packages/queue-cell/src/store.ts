@@ -134,6 +134,8 @@ export interface CellStore {
   countDelayed(nowMs: number): number;
   /** Whether at least `count` ready rows are due at `nowMs` (reads no more than `count` of them). */
   hasDue(nowMs: number, count: number): boolean;
+  /** How many ready messages are due at `nowMs`, counted up to `atMost` (and no further). */
+  dueCount(nowMs: number, atMost: number): number;
   /** Entry time of the oldest ready or leased row. */
   oldestBacklogEnqueuedAt(): number | null;
   /** Visible time of the earliest ready row, due or not. */

@@ -386,21 +386,21 @@ describe("opening and configuring", () => {
   });
 });
 
-describe("hasReady (how a consumer judges its backlog)", () => {
-  test("counts messages ready now: not delayed, not leased; packs by their messages", async () => {
+describe("readyCount (how a consumer judges its backlog)", () => {
+  test("counts messages ready now, up to its bound: not delayed, not leased; packs by their messages", async () => {
     const h = cellHarness();
-    // One send of three is stored as one row; hasReady counts its messages.
+    // One send of three is stored as one row; it counts as three.
     await h.cell.send([text("a"), text("b"), text("c")]);
     await h.cell.send([text("later", { delaySeconds: 5 })]);
-    expect(h.cell.hasReady(3)).toBe(true);
-    expect(h.cell.hasReady(4)).toBe(false);
+    expect(h.cell.readyCount(10)).toBe(3);
+    expect(h.cell.readyCount(2)).toBe(2);
     await h.cell.lease({ max: 1 });
-    expect(h.cell.hasReady(3)).toBe(false);
-    expect(h.cell.hasReady(2)).toBe(true);
+    expect(h.cell.readyCount(10)).toBe(2);
     h.clock.advance(5_000);
-    expect(h.cell.hasReady(3)).toBe(true);
+    expect(h.cell.readyCount(10)).toBe(3);
+    expect(() => h.cell.readyCount(0)).toThrow(/atMost/);
     await h.cell.close();
-    expect(() => h.cell.hasReady(1)).toThrow(/closed/);
+    expect(() => h.cell.readyCount(1)).toThrow(/closed/);
   });
 });
 

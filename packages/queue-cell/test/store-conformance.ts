@@ -283,6 +283,7 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
         store.transaction(() => store.insert(send(["f", "g"])));
         expect(store.hasDue(1_000, 7)).toBe(true);
         expect(store.hasDue(1_000, 8)).toBe(false);
+        expect([store.dueCount(1_000, 3), store.dueCount(1_000, 6), store.dueCount(1_000, 100)]).toEqual([3, 6, 7]);
         expect(ids(store.transaction(() => store.lease(1_000, 2, 9_000)))).toEqual(["a", "b"]);
         expect(ids(store.transaction(() => store.lease(1_000, 4, 9_000)))).toEqual(["c", "d", "e", "f"]);
         expect(store.totals()).toMatchObject({ ready: 1, leased: 6 });
