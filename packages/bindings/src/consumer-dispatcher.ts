@@ -109,8 +109,8 @@ export class ConsumerDispatcher {
   /** 0 while invocations reach the Worker; else the wait after the last that could not. */
   private backoffMs = 0;
   private pausedUntil = 0;
-  /** Body bytes of the batch started last: the estimate of a further batch's size. */
-  private lastBatchBytes: number | undefined;
+  /** Body bytes a message in the batch started last: what a further full batch is judged by. */
+  private lastBytesPerMessage: number | undefined;
 
   constructor(options: ConsumerDispatcherOptions) {
     this.cell = options.cell;
@@ -213,7 +213,7 @@ export class ConsumerDispatcher {
   private startDelivery(batch: LeasedMessage[]): void {
     const bytes = batch.reduce((sum, m) => sum + m.body.byteLength, 0);
     this.budget.take(bytes);
-    this.lastBatchBytes = bytes;
+    this.lastBytesPerMessage = bytes / batch.length;
     const delivery = this.deliver(batch).finally(() => {
       this.budget.give(bytes);
       this.inFlight.delete(delivery);
@@ -227,13 +227,13 @@ export class ConsumerDispatcher {
    * batchesPerLeaseMax - 1 more full ones are leased beside it, each started as it comes back.
    * Their leases reach the cell together, so they share one group and one flush: one lease at a
    * time takes one batch per flush, slower than producers fill a queue. Extra batches are taken
-   * only where a slot is free, and while the in-flight budget has room for them at the size of
-   * the last batch (none before a first batch has given a size).
+   * only where a slot is free, and while the in-flight budget has room for them, judged by the
+   * last batch's bytes a message (none before a first batch has given a size).
    */
   private async collectBatches(): Promise<LeasedMessage[]> {
     const size = this.settings.maxBatchSize;
     const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
-    const estimate = this.lastBatchBytes;
+    const estimate = this.lastBytesPerMessage === undefined ? undefined : this.lastBytesPerMessage * size;
     let extra = 0;
     if (estimate !== undefined && slots > 1) {
       extra = Math.max(0, Math.min(slots, Math.floor(this.cell.readyCount(slots * size) / size)) - 1);

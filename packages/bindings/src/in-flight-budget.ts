@@ -5,9 +5,9 @@
  * batch, a backlog would put 3.2 GB in both at once. A consumer takes a further batch only while
  * the bytes in flight are under the budget, or when it has none running (so no consumer waits on
  * another's batches for ever). With a backlog a consumer may lease several full batches at once,
- * but only as many as the budget has room for at the size of its last batch. One batch is at most
- * 100 x 128 KB, so a consumer overshoots the budget by about one batch (by more only when its
- * batches grow sharply from one to the next).
+ * but only as many as the budget has room for, judged by its last batch's bytes a message. One
+ * batch is at most 100 x 128 KB, so a consumer overshoots the budget by about one batch (by more
+ * only when its messages grow sharply from one batch to the next).
  */
 export class InFlightBudget {
   private used = 0;

@@ -342,7 +342,7 @@ test("batches leased together are never more than the free slots, and only full 
   expect(await cell.counts()).toMatchObject({ leased: 25, ready: 0 });
 });
 
-test("batches leased together fit the in-flight budget at the size of the last batch", async () => {
+test("batches leased together fit the in-flight budget, judged by the last batch's bytes a message", async () => {
   const budget = new InFlightBudget(2_500);
   // Batches of 5 messages of 100 bytes: 500 bytes each, so the budget has room for five.
   const { cell, dispatcher: d, leases } = await backlogged("sized", 50, { maxBatchSize: 5, maxConcurrency: 10 }, budget, 100);
