@@ -537,7 +537,7 @@ export class SqliteCellStore implements CellStore {
   private removedRows(rows: ReadonlyArray<{ state: MessageState; n: number; bytes: number }>): number {
     let messages = 0;
     for (const row of rows) {
-      this.leaveState({ state: row.state, bytes: row.bytes, seq: -1 }, row.n);
+      this.bump(row.state, -row.n, -row.bytes);
       if (row.n > 1) this.packs -= 1;
       messages += row.n;
     }

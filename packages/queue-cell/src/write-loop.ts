@@ -1,6 +1,5 @@
 import { CellError } from "./errors.ts";
 
-
 /** Told whether a group's writes became durable. */
 export interface GroupFate {
   committed: () => void;
