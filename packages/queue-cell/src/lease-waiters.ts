@@ -1,5 +1,5 @@
 import type { Clock } from "./clock.ts";
-import type { LeasedMessage } from "./queue-cell.ts";
+import type { LeasedMessage } from "./store.ts";
 
 export interface WaiterSpec {
   max: number;

@@ -6,7 +6,7 @@ import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiter
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
-import { MessageState, type CellStore, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
+import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop } from "./write-loop.ts";
 
 const msPerSecond = 1000;
@@ -65,21 +65,6 @@ export interface LeaseOptions {
    * start can end what a crash left leased. 0 (the default) is nobody in particular.
    */
   owner?: number;
-}
-
-export interface LeasedMessage {
-  id: string;
-  leaseGeneration: number;
-  /** 1 on the first delivery. */
-  deliveries: number;
-  sentAt: number;
-  enqueuedAt: number;
-  /** When the message became leasable (its send, delay end, nack delay end or lease expiry). */
-  availableAt: number;
-  leaseExpiresAt: number;
-  contentType: string;
-  attributes: string | null;
-  body: Uint8Array;
 }
 
 export interface LeaseRef {
@@ -617,18 +602,7 @@ export class QueueCell {
   private leaseNow(nowMs: number, spec: Pick<WaiterSpec, "max" | "visibilityMs" | "owner">): LeasedMessage[] {
     const rows = this.store.lease(nowMs, spec.max, nowMs + spec.visibilityMs, spec.owner);
     if (rows.length > 0) this.maintenanceDueBy(nowMs + spec.visibilityMs);
-    return rows.map((m) => ({
-      id: m.id,
-      leaseGeneration: m.leaseGeneration,
-      deliveries: m.deliveries,
-      sentAt: m.sentAt,
-      enqueuedAt: m.enqueuedAt,
-      availableAt: m.availableAt,
-      leaseExpiresAt: m.dueAt,
-      contentType: m.contentType,
-      attributes: m.attributes,
-      body: m.body,
-    }));
+    return rows;
   }
 
   /** The message if `ref` still holds it: present, not dead-lettered, same generation. */

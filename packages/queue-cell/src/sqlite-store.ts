@@ -324,6 +324,7 @@ export class SqliteCellStore implements CellStore {
           attributes: entry[3],
           body,
           availableAt: dueAt,
+          leaseExpiresAt: expiresAtMs,
         });
       }
     }

@@ -43,10 +43,27 @@ export interface StoredMessage extends NewMessage {
   bytes: number;
 }
 
-export interface LeasedRow extends StoredMessage {
-  /** When the row became leasable: its visible time before this lease. */
+/** A message as a lease hands it out. */
+export interface LeasedMessage {
+  id: string;
+  leaseGeneration: number;
+  /** 1 on the first delivery. */
+  deliveries: number;
+  sentAt: number;
+  enqueuedAt: number;
+  /** When the message became leasable (its send, delay end, nack delay end or lease expiry). */
   availableAt: number;
+  leaseExpiresAt: number;
+  contentType: string;
+  attributes: string | null;
+  body: Uint8Array;
 }
+
+/**
+ * What a lease leaves in the store, and the message the cell hands out: one object, since a copy
+ * of each for the cell's callers cost about 1 µs a message under load.
+ */
+export interface LeasedRow extends StoredMessage, LeasedMessage {}
 
 /** What a fencing decision needs to know about one message. */
 export interface MessageHead {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../src/index.ts";
 import { LeaseWaiters } from "../src/lease-waiters.ts";
-import type { LeasedMessage } from "../src/queue-cell.ts";
+import type { LeasedMessage } from "../src/store.ts";
 
 const message = (id: string): LeasedMessage => ({
   id,

@@ -25,6 +25,7 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       seq: expect.any(Number),
       state: MessageState.leased,
       dueAt: expiresAt,
+      leaseExpiresAt: expiresAt,
       availableAt: r.dueAt,
       deliveries: 1,
       leaseGeneration: 1,
