@@ -10,9 +10,9 @@ export interface QueueHandlerResult {
   retryMessages: Array<{ msgId: string; delaySeconds?: number }>;
 }
 
-export interface BatchSettlement {
-  acks: string[];
-  retries: Array<{ id: string; delaySeconds: number }>;
+export interface BatchSettlement<T> {
+  acks: T[];
+  retries: Array<{ message: T; delaySeconds: number }>;
 }
 
 /**
@@ -22,24 +22,26 @@ export interface BatchSettlement {
  * handler that returned acks the rest; one that threw retries them).
  *
  * A retry waits for the message's own delay, else the batch's, else the consumer's retry_delay.
+ * The messages come back as given, so that a leased message is its own lease ref.
  */
-export function resolveBatchOutcome(
-  ids: readonly string[],
+export function resolveBatchOutcome<T extends { id: string }>(
+  messages: readonly T[],
   result: QueueHandlerResult,
   retryDelaySeconds: number,
-): BatchSettlement {
+): BatchSettlement<T> {
   const acked = new Set(result.explicitAcks);
   const retried = new Map(result.retryMessages.map((r) => [r.msgId, r.delaySeconds]));
   const batchDelay = result.retryBatch.retry ? result.retryBatch.delaySeconds : undefined;
-  const settlement: BatchSettlement = { acks: [], retries: [] };
-  for (const id of ids) {
-    if (acked.has(id)) settlement.acks.push(id);
-    else if (retried.has(id)) {
-      settlement.retries.push({ id, delaySeconds: retryDelay(retried.get(id) ?? batchDelay, retryDelaySeconds) });
-    } else if (result.ackAll) settlement.acks.push(id);
-    else if (result.retryBatch.retry) settlement.retries.push({ id, delaySeconds: retryDelay(batchDelay, retryDelaySeconds) });
-    else if (result.outcome === "ok") settlement.acks.push(id);
-    else settlement.retries.push({ id, delaySeconds: retryDelay(undefined, retryDelaySeconds) });
+  const settlement: BatchSettlement<T> = { acks: [], retries: [] };
+  for (const message of messages) {
+    // Most handlers name no message: then no id is looked up.
+    if (acked.size > 0 && acked.has(message.id)) settlement.acks.push(message);
+    else if (retried.size > 0 && retried.has(message.id)) {
+      settlement.retries.push({ message, delaySeconds: retryDelay(retried.get(message.id) ?? batchDelay, retryDelaySeconds) });
+    } else if (result.ackAll) settlement.acks.push(message);
+    else if (result.retryBatch.retry) settlement.retries.push({ message, delaySeconds: retryDelay(batchDelay, retryDelaySeconds) });
+    else if (result.outcome === "ok") settlement.acks.push(message);
+    else settlement.retries.push({ message, delaySeconds: retryDelay(undefined, retryDelaySeconds) });
   }
   return settlement;
 }

@@ -21,31 +21,37 @@ export function parseBatchRequest(text: string): OutgoingMessage[] {
   }
   // Every body into one buffer of this request's own (Buffer.from() would hand out views into a
   // pool shared with other requests, and a copy each to avoid that cost a microsecond a message).
+  // Each message's field name is spelled out only for an error: built for every message of every
+  // call, the names cost more than the checks.
   let total = 0;
-  messages.forEach((entry: unknown, i) => {
+  for (let i = 0; i < messages.length; i++) {
+    const entry: unknown = messages[i];
     if (!isRecord(entry)) throw new ProtocolError("ERR_JSON_INVALID", `messages[${i}] must be an object`);
     if (typeof entry["body"] !== "string") throw notBase64(`messages[${i}]`);
     total += Buffer.byteLength(entry["body"], "base64");
-  });
+  }
   const out = Buffer.allocUnsafeSlow(total);
+  const entries = messages as Array<Record<string, unknown> & { body: string }>;
+  const result: OutgoingMessage[] = new Array(entries.length);
   let offset = 0;
-  return (messages as Array<Record<string, unknown> & { body: string }>).map((entry, i) => {
-    const field = `messages[${i}]`;
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
     const written = out.write(entry.body, offset, "base64");
     // Canonical base64 only: the decoder skips characters it does not know and takes base64url
     // as well, so a damaged body would be stored as different bytes instead of being refused.
     // Encoding the bytes again must give back the very same text.
-    if (out.toString("base64", offset, offset + written) !== entry.body) throw notBase64(field);
+    if (out.toString("base64", offset, offset + written) !== entry.body) throw notBase64(`messages[${i}]`);
     const message: OutgoingMessage = {
       body: out.subarray(offset, offset + written),
-      contentType: parseMessageFormat(entry["contentType"], `${field}.contentType`),
+      contentType: parseMessageFormat(entry["contentType"], () => `messages[${i}].contentType`),
     };
     offset += written;
     // Passed on unchecked: the cell refuses a delay that is not a whole number in range, and
     // names this field when it does.
     if (entry["delaySecs"] !== undefined) message.delaySeconds = entry["delaySecs"] as number;
-    return message;
-  });
+    result[i] = message;
+  }
+  return result;
 }
 
 function notBase64(field: string): ProtocolError {

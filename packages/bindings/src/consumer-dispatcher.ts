@@ -1,5 +1,5 @@
 import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
-import { resolveBatchOutcome, type QueueHandlerResult } from "./batch-outcome.ts";
+import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
 
@@ -350,15 +350,14 @@ export class ConsumerDispatcher {
     if (result !== "failed") this.backoffMs = 0;
     this.unsettled.delete(batch);
 
-    const ids = batch.map((m) => m.id);
-    const settlement =
+    const settlement: BatchSettlement<LeasedMessage> =
       typeof result === "string"
-        ? { acks: [], retries: ids.map((id) => ({ id, delaySeconds: this.settings.retryDelaySeconds })) }
-        : resolveBatchOutcome(ids, result, this.settings.retryDelaySeconds);
-    const generation = new Map(batch.map((m) => [m.id, m.leaseGeneration]));
+        ? { acks: [], retries: batch.map((message) => ({ message, delaySeconds: this.settings.retryDelaySeconds })) }
+        : resolveBatchOutcome(batch, result, this.settings.retryDelaySeconds);
+    // A leased message names its own lease (id and generation): the acks are the messages.
     const settled = await this.cell.settle({
-      acks: settlement.acks.map((id) => ({ id, leaseGeneration: generation.get(id)! })),
-      nacks: settlement.retries.map((r) => ({ id: r.id, leaseGeneration: generation.get(r.id)!, delaySeconds: r.delaySeconds })),
+      acks: settlement.acks,
+      nacks: settlement.retries.map(({ message, delaySeconds }) => ({ id: message.id, leaseGeneration: message.leaseGeneration, delaySeconds })),
     });
     const fate = failedFate(batch.length, settled.retried, settled.deadLettered);
     if (result === "failed") {

@@ -25,9 +25,12 @@ const cases: Array<[string, QueueHandlerResult, Record<string, "ack" | number>]>
 ];
 
 test.each(cases)("%s", (_, result, expected) => {
-  const settlement = resolveBatchOutcome(["a", "b"], result, retryDelay);
+  const messages = [{ id: "a" }, { id: "b" }];
+  const settlement = resolveBatchOutcome(messages, result, retryDelay);
   const fate: Record<string, "ack" | number> = {};
-  for (const id of settlement.acks) fate[id] = "ack";
-  for (const r of settlement.retries) fate[r.id] = r.delaySeconds;
+  for (const m of settlement.acks) fate[m.id] = "ack";
+  for (const r of settlement.retries) fate[r.message.id] = r.delaySeconds;
+  // The messages themselves come back, not copies: a leased message is its own lease ref.
+  for (const m of [...settlement.acks, ...settlement.retries.map((r) => r.message)]) expect(messages).toContain(m);
   expect(fate).toEqual(expected);
 });

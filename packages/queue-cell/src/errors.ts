@@ -56,6 +56,10 @@ export function checkRange(
   max: number,
   options: { integer?: boolean; unit?: string; code?: CellErrorCode } = {},
 ): number {
+  // The bound's text is built only for a refusal: a value in range is the hot path (every ack).
+  if (typeof value === "number" && Number.isFinite(value) && value >= min && value <= max && (options.integer !== true || Number.isInteger(value))) {
+    return value;
+  }
   const unit = options.unit === undefined ? "" : ` ${options.unit}`;
   const bound = `${min} to ${max}${unit}`;
   const code = options.code ?? "ERR_OUT_OF_RANGE";

@@ -351,9 +351,9 @@ export class QueueCell {
     this.assertOpen();
     const acks = input.acks ?? [];
     const nacks = input.nacks ?? [];
-    acks.forEach((ref, i) => checkLeaseRef(`acks[${i}]`, ref));
+    acks.forEach((ref, i) => checkLeaseRef("acks", i, ref));
     nacks.forEach((ref, i) => {
-      checkLeaseRef(`nacks[${i}]`, ref);
+      checkLeaseRef("nacks", i, ref);
       if (ref.delaySeconds !== undefined) checkDelay(`nacks[${i}].delaySeconds`, ref.delaySeconds);
     });
     return this.loop.submit((nowMs) => {
@@ -389,7 +389,7 @@ export class QueueCell {
    */
   async release(refs: readonly LeaseRef[]): Promise<{ released: number; staleLeases: LeaseRef[] }> {
     this.assertOpen();
-    refs.forEach((ref, i) => checkLeaseRef(`refs[${i}]`, ref));
+    refs.forEach((ref, i) => checkLeaseRef("refs", i, ref));
     return this.loop.submit((nowMs) => {
       const staleLeases: LeaseRef[] = [];
       let released = 0;
@@ -756,9 +756,12 @@ export class QueueCell {
   }
 }
 
-function checkLeaseRef(field: string, ref: LeaseRef): void {
+/** `list[index]` names the ref in an error; the name is built only then (this runs for every ack). */
+function checkLeaseRef(list: string, index: number, ref: LeaseRef): void {
   if (ref === null || typeof ref !== "object" || typeof ref.id !== "string" || ref.id.length === 0) {
-    throw new CellError("ERR_INVALID", `${field}.id must name a message`, { field: `${field}.id` });
+    throw new CellError("ERR_INVALID", `${list}[${index}].id must name a message`, { field: `${list}[${index}].id` });
   }
-  checkRange(`${field}.leaseGeneration`, ref.leaseGeneration, 1, Number.MAX_SAFE_INTEGER, { integer: true });
+  if (!Number.isSafeInteger(ref.leaseGeneration) || ref.leaseGeneration < 1) {
+    checkRange(`${list}[${index}].leaseGeneration`, ref.leaseGeneration, 1, Number.MAX_SAFE_INTEGER, { integer: true });
+  }
 }

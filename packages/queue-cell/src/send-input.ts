@@ -31,33 +31,34 @@ export function checkSend(messages: readonly OutgoingMessage[], options: SendOpt
   }
   if (options.delaySeconds !== undefined) checkDelay("delaySeconds", options.delaySeconds);
   let total = 0;
+  // Field names are spelled out in the errors only: built for every message of every send, they
+  // would cost more than the checks.
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
-    const field = `messages[${i}]`;
     if (!(m.body instanceof Uint8Array)) {
-      throw new CellError("ERR_INVALID", `${field}.body must be bytes`, { field: `${field}.body` });
+      throw new CellError("ERR_INVALID", `messages[${i}].body must be bytes`, { field: `messages[${i}].body` });
     }
     if (typeof m.contentType !== "string" || m.contentType.length === 0 || m.contentType.length > limits.contentTypeCharsMax) {
       throw new CellError(
         "ERR_INVALID",
-        `${field}.contentType must be a string of 1 to ${limits.contentTypeCharsMax} characters`,
-        { field: `${field}.contentType`, value: m.contentType, bound: `1 to ${limits.contentTypeCharsMax} characters` },
+        `messages[${i}].contentType must be a string of 1 to ${limits.contentTypeCharsMax} characters`,
+        { field: `messages[${i}].contentType`, value: m.contentType, bound: `1 to ${limits.contentTypeCharsMax} characters` },
       );
     }
     const attributes = m.attributes ?? null;
     if (attributes !== null && typeof attributes !== "string") {
-      throw new CellError("ERR_INVALID", `${field}.attributes must be a string or null`, { field: `${field}.attributes` });
+      throw new CellError("ERR_INVALID", `messages[${i}].attributes must be a string or null`, { field: `messages[${i}].attributes` });
     }
     const bytes = m.body.byteLength + (attributes === null ? 0 : Buffer.byteLength(attributes));
     if (bytes > limits.messageBytesMax) {
       throw new CellError(
         "ERR_MESSAGE_TOO_LARGE",
-        `${field} is ${bytes} bytes; a message may be at most ${limits.messageBytesMax} bytes`,
-        { field: `${field}.body`, value: bytes, bound: `at most ${limits.messageBytesMax} bytes` },
+        `messages[${i}] is ${bytes} bytes; a message may be at most ${limits.messageBytesMax} bytes`,
+        { field: `messages[${i}].body`, value: bytes, bound: `at most ${limits.messageBytesMax} bytes` },
       );
     }
     total += bytes;
-    if (m.delaySeconds !== undefined) checkDelay(`${field}.delaySeconds`, m.delaySeconds);
+    if (m.delaySeconds !== undefined) checkDelay(`messages[${i}].delaySeconds`, m.delaySeconds);
   }
   if (total > limits.batchBytesMax) {
     throw new CellError(

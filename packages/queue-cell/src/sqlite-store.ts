@@ -333,7 +333,8 @@ export class SqliteCellStore implements CellStore {
     }
     this.counts.ready -= rows.length;
     this.counts.leased += rows.length;
-    return rows.sort((a, b) => a.seq - b.seq);
+    // One row's messages (a pack's, the common lease) are in seq order already.
+    return picked.length === 1 ? rows : rows.sort((a, b) => a.seq - b.seq);
   }
 
   /**

@@ -126,6 +126,24 @@ test("a refused send writes nothing", async () => {
   await h.cell.close();
 });
 
+test.each([
+  ["an ack", "acks[1].leaseGeneration", "ERR_OUT_OF_RANGE", (cell: QueueCell) => cell.ack([{ id: "a", leaseGeneration: 1 }, { id: "b", leaseGeneration: 0 }])],
+  ["an ack", "acks[0].leaseGeneration", "ERR_OUT_OF_RANGE", (cell: QueueCell) => cell.ack([{ id: "a", leaseGeneration: 1.5 }])],
+  ["a nack", "nacks[1].id", "ERR_INVALID", (cell: QueueCell) => cell.nack([{ id: "a", leaseGeneration: 1 }, { id: "", leaseGeneration: 1 }])],
+  ["a release", "refs[0].leaseGeneration", "ERR_OUT_OF_RANGE", (cell: QueueCell) => cell.release([{ id: "a", leaseGeneration: "2" as unknown as number }])],
+] as const)("%s with a bad lease ref is refused, naming %s", async (_, field, code, call) => {
+  const h = cellHarness();
+  await h.cell.send([text("kept")]);
+  const [leased] = await h.cell.lease({ max: 1 });
+  const refused = await call(h.cell).catch((e: unknown) => e);
+  expect(refused).toMatchObject({ code, field });
+  expect(String((refused as Error).message)).toContain(field);
+  // Nothing of the call was applied: the message is still leased.
+  expect(await h.cell.counts()).toMatchObject({ leased: 1 });
+  expect(leased!.leaseGeneration).toBe(1);
+  await h.cell.close();
+});
+
 test("delays must be whole seconds", async () => {
   const h = cellHarness();
   await expect(h.cell.send([message(1)], { delaySeconds: 1.5 })).rejects.toMatchObject({
