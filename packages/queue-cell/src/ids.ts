@@ -4,7 +4,9 @@ import { randomFillSync } from "node:crypto";
 export type RandomFill = (bytes: Uint8Array) => void;
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+const timeChars = 10;
 const randomChars = 16;
+const ulidChars = timeChars + randomChars;
 
 /**
  * Monotonic ULIDs: 10 characters of millisecond time, then 16 of randomness (80 bits). Within one
@@ -66,10 +68,27 @@ export class UlidSource {
   }
 }
 
+/**
+ * The id a UlidSource gives after `id` within the same millisecond: `id` with its random part (the
+ * last 16 characters, a base-32 number in Crockford's upper case) one higher. Undefined when `id`
+ * is not 26 characters long, a character read is not such a digit, or the random part is at its
+ * top (a source then moves on to the next millisecond). The store keeps a send's ids as the first
+ * of them and this rule (see message-pack.ts).
+ */
+export function ulidSuccessor(id: string): string | undefined {
+  if (id.length !== ulidChars) return undefined;
+  for (let i = ulidChars - 1; i >= ulidChars - randomChars; i--) {
+    const digit = crockford.indexOf(id[i]!);
+    if (digit < 0) return undefined;
+    if (digit < 31) return id.slice(0, i) + crockford[digit + 1]! + "0".repeat(ulidChars - 1 - i);
+  }
+  return undefined;
+}
+
 function encodeTime(ms: number): string {
   let time = "";
   let t = ms;
-  for (let i = 0; i < 10; i++) {
+  for (let i = 0; i < timeChars; i++) {
     time = crockford[t % 32] + time;
     t = Math.floor(t / 32);
   }

@@ -1,4 +1,4 @@
-import type { PackEntry } from "./message-pack.ts";
+import type { StoredPackList } from "./message-pack.ts";
 import { MessageState, type NewMessage } from "./store.ts";
 
 // The SQL of the SQLite store, apart from the code that runs it, so that a test can ask SQLite
@@ -199,7 +199,6 @@ export const limitedSql = {
 
 export type LimitedStatementName = keyof typeof limitedSql;
 
-
 /** One leasable row's fields, in the order `limitedSql.leasable` writes them. */
 export type LeasableFields = [
   seq: number,
@@ -215,7 +214,7 @@ export type LeasableFields = [
   bodyLength: number,
   /** Messages in the row: more than one for a pack, whose list follows. */
   n: number,
-  pack: PackEntry[] | null,
+  pack: StoredPackList | null,
 ];
 
 /** A limit is written into the SQL text, so it must be a plain positive integer. */

@@ -14,6 +14,7 @@ import {
   canPack,
   decodePackEntries,
   encodePack,
+  expandPackList,
   indexInPack,
   messageBytes,
   packBodies,
@@ -305,7 +306,7 @@ export class SqliteCellStore implements CellStore {
     for (const row of picked) {
       const [seq, id, dueAt, deliveries, leaseGeneration, sentAt, enqueuedAt, bytes, contentType, attributes, bodyLength, , pack] = row;
       // A pack's messages, or the row's one message: [id, sentAt, contentType, attributes, bytes, bodyLength].
-      const messages: readonly PackEntry[] = pack ?? [[id, sentAt, contentType, attributes, bytes, bodyLength]];
+      const messages: readonly PackEntry[] = pack === null ? [[id, sentAt, contentType, attributes, bytes, bodyLength]] : expandPackList(pack);
       for (let i = 0; i < messages.length; i++) {
         const entry = messages[i]!;
         const body = new Uint8Array(bodies.buffer, bodies.byteOffset + offset, entry[5]);

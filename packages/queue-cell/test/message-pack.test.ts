@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
-import { CellError, type NewMessage } from "../src/index.ts";
-import { canPack, decodePackEntries, encodePack, indexInPack, packMessagesMax } from "../src/message-pack.ts";
+import { CellError, UlidSource, seededRandomFill, type NewMessage } from "../src/index.ts";
+import { canPack, decodePackEntries, encodePack, indexInPack, packMessagesMax, readPackList } from "../src/message-pack.ts";
 
 const message = (id: string, extra: Partial<NewMessage> = {}): NewMessage => ({
   id,
@@ -47,5 +47,49 @@ describe("packs", () => {
     const read = () => decodePackEntries(pack.entries, pack.body.byteLength + 1);
     expect(read).toThrow(CellError);
     expect(read).toThrow(/a pack's bodies come to 3 bytes, not the 2 its list gives/);
+  });
+  describe("a list stored short", () => {
+    // A send's messages as a cell makes them: ids from one source within one millisecond.
+    const send = (n: number, extra: (i: number) => Partial<NewMessage> = () => ({})): NewMessage[] => {
+      const ids = new UlidSource(seededRandomFill(7));
+      return Array.from({ length: n }, (_, i) => message(ids.next(1_000), { body: new Uint8Array(i % 3), ...extra(i) }));
+    };
+    const full = (rows: readonly NewMessage[]) => rows.map((r) => [r.id, r.sentAt, r.contentType, r.attributes, r.body.byteLength + (r.attributes?.length ?? 0), r.body.byteLength]);
+
+    test("a send's messages take a few bytes each, and read back as the full list would", () => {
+      const rows = send(packMessagesMax);
+      const pack = encodePack(rows);
+      expect(pack.entries.length).toBeLessThan(packMessagesMax * 4 + 100);
+      expect(decodePackEntries(pack.entries, pack.body.byteLength)).toEqual(full(rows));
+      expect(readPackList(pack.entries)).toEqual(full(rows));
+    });
+
+    test.each([
+      ["sent at different times", (i: number) => (i === 3 ? { sentAt: 5 } : {})],
+      ["with different content types", (i: number) => (i === 3 ? { contentType: "text" } : {})],
+      ["with attributes", (i: number) => (i === 0 ? { attributes: "{}" } : {})],
+      ["with attributes after the first", (i: number) => (i === 3 ? { attributes: "{}" } : {})],
+    ])("messages %s are stored in full, and read back", (_, extra) => {
+      const rows = send(5, extra);
+      const pack = encodePack(rows);
+      expect(Array.isArray(JSON.parse(pack.entries))).toBe(true);
+      expect(decodePackEntries(pack.entries, pack.body.byteLength)).toEqual(full(rows));
+    });
+
+    test("ids that do not follow one another one by one are stored in full", () => {
+      const rows = send(6).filter((_, i) => i !== 2);
+      const pack = encodePack(rows);
+      expect(Array.isArray(JSON.parse(pack.entries))).toBe(true);
+      expect(decodePackEntries(pack.entries, pack.body.byteLength)).toEqual(full(rows));
+    });
+
+    test("a damaged short list is a storage failure, not wrong ids or bodies", () => {
+      const pack = encodePack(send(4));
+      const list = JSON.parse(pack.entries) as { first: string; lengths: number[] };
+      const damaged = (change: object) => JSON.stringify({ ...list, ...change });
+      expect(() => decodePackEntries(damaged({ lengths: [...list.lengths, 1] }), pack.body.byteLength)).toThrow(/its list gives/);
+      expect(() => readPackList(damaged({ first: 7 }))).toThrow(CellError);
+      expect(() => readPackList(damaged({ first: "01ARYZ6S41ZZZZZZZZZZZZZZZY" }))).toThrow(/runs past the last id/);
+    });
   });
 });

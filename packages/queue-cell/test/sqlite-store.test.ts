@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { expect, test } from "vitest";
-import { MessageState, SqliteCellStore } from "../src/index.ts";
+import { MessageState, SqliteCellStore, UlidSource, seededRandomFill } from "../src/index.ts";
 import { describeStoreConformance } from "./store-conformance.ts";
 import { tempDir } from "./temp-dir.ts";
 
@@ -64,5 +64,42 @@ test("a send of messages due together is one row until one of them is treated ap
   expect(store.transaction(() => store.lease(1_000, 7, 9_000)).map((m) => m.id)).toEqual(["x0", "x1", "x4", "x3", "\u00a0a", "\u00a0b", "\u0400a"]);
   expect(rows()).toBe(9);
   reader.close();
+  store.close();
+});
+
+test("a pack stored short (a cell's own ids): leased whole, found by id, unpacked, acked, and kept across a reopen", () => {
+  const path = join(tempDir(), "short.sqlite");
+  let store = new SqliteCellStore(path, { durability: "full" });
+  const ids = new UlidSource(seededRandomFill(5));
+  const send = (n: number) =>
+    Array.from({ length: n }, (_, i) => ({ id: ids.next(1_000), dueAt: 1_000, sentAt: 900, enqueuedAt: 1_000, contentType: "json", attributes: null, body: new TextEncoder().encode(`"m${i}"`) }));
+  const first = send(100);
+  const second = send(10);
+  store.transaction(() => store.insert(first));
+  store.transaction(() => store.insert(second));
+  const reader = new Database(path, { readonly: true });
+  const lists = reader.prepare("SELECT pack FROM messages ORDER BY seq").all() as Array<{ pack: string }>;
+  // Each list is the short form: the first id, what the messages share, and their lengths.
+  expect(lists.map((row) => Object.keys(JSON.parse(row.pack) as object))).toEqual([["first", "sentAt", "contentType", "lengths"], ["first", "sentAt", "contentType", "lengths"]]);
+  expect(lists[0]!.pack.length).toBeLessThan(500);
+  reader.close();
+  const bodyOf = (m: { body: Uint8Array }) => new TextDecoder().decode(m.body);
+  // Leased whole: every id and body as sent.
+  const leased = store.transaction(() => store.lease(1_000, 100, 9_000));
+  expect(leased.map((m) => [m.id, bodyOf(m), m.sentAt, m.contentType])).toEqual(first.map((m) => [m.id, bodyOf(m), 900, "json"]));
+  // Found by id, at either end and inside.
+  for (const m of [first[0]!, first[57]!, first[99]!, second[9]!]) expect(store.head(m.id)).toMatchObject({ id: m.id });
+  expect(store.head(`${first[99]!.id.slice(0, 25)}?`)).toBeUndefined();
+  // A lease of part of the second pack unpacks it, each message keeping its id and body.
+  const part = store.transaction(() => store.lease(1_000, 4, 9_000));
+  expect(part.map((m) => [m.id, bodyOf(m)])).toEqual(second.slice(0, 4).map((m) => [m.id, bodyOf(m)]));
+  // Acks of the whole first pack and of part of the unpacked rest.
+  const removed = store.transaction(() => store.removeHeld([...leased, ...part.slice(0, 2)].map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration }))));
+  expect(removed.size).toBe(102);
+  store.close();
+  store = new SqliteCellStore(path, { durability: "full" });
+  expect(store.totals()).toMatchObject({ ready: 6, leased: 2 });
+  const rest = store.transaction(() => store.lease(1_000, 100, 9_000));
+  expect(rest.map((m) => [m.id, bodyOf(m)])).toEqual(second.slice(4).map((m) => [m.id, bodyOf(m)]));
   store.close();
 });
