@@ -1,5 +1,7 @@
 // Runs in Node (the host encodes) and inside workerd (the queue dispatch Worker decodes), so it
-// imports nothing but types: both ends read the frame through this one file.
+// imports nothing but types and ulid-text (which imports nothing): both ends read the frame
+// through this one file.
+import { ulidSuccessor } from "@celld/queue-cell/ulid-text";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 
 /**
@@ -10,6 +12,15 @@ import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
  *   header = {"binding":"CONSUMER_0","queue":"jobs",
  *             "metrics":{"backlogCount":n,"backlogBytes":n,"oldestMessageTimestamp"?:ms},
  *             "messages":[{"id":"…","timestamp":ms,"attempts":n,"contentType":"json","length":n},…]}
+ *
+ * or, when the messages share timestamp, attempts and content type and each id is the one after
+ * the id before it (ulidSuccessor), as a send's messages leased together are, a run in place of
+ * "messages", with the ids left to be derived again:
+ *
+ *             "run":{"first":"…","timestamp":ms,"attempts":n,"contentType":"json","lengths":[n,…]}
+ *
+ * A list of 100 ids was most of the header, and the largest share of the work of encoding and
+ * decoding a batch.
  *
  * Bodies travel as the cell stored them, with no base64 and no structured clone on the way: the
  * Worker decodes each by its content type with toConsumerMessage, as workerd's own broker would.
@@ -31,7 +42,17 @@ interface WireHeader {
   binding: string;
   queue: string;
   metrics: { backlogCount: number; backlogBytes: number; oldestMessageTimestamp?: number };
-  messages: WireMessage[];
+  /** Exactly one of messages and run. */
+  messages?: WireMessage[];
+  run?: WireRun;
+}
+
+interface WireRun {
+  first: string;
+  timestamp: number;
+  attempts: number;
+  contentType: string;
+  lengths: number[];
 }
 
 interface WireMessage {
@@ -57,13 +78,17 @@ export function encodeBatch(frame: BatchFrame): Uint8Array {
       backlogBytes: frame.metadata.metrics.backlogBytes,
       ...(oldest === undefined ? {} : { oldestMessageTimestamp: oldest.getTime() }),
     },
-    messages: frame.messages.map((m) => ({
-      id: m.id,
-      timestamp: m.sentAt,
-      attempts: m.deliveries,
-      contentType: m.contentType,
-      length: m.body.byteLength,
-    })),
+    ...(isRun(frame.messages)
+      ? { run: runOf(frame.messages) }
+      : {
+          messages: frame.messages.map((m) => ({
+            id: m.id,
+            timestamp: m.sentAt,
+            attempts: m.deliveries,
+            contentType: m.contentType,
+            length: m.body.byteLength,
+          })),
+        }),
   };
   // The same checks the decoder makes: whatever is encoded decodes, and a bad value is caught
   // here, naming its field, rather than as a 400 from the Worker.
@@ -97,12 +122,13 @@ export function decodeBatch(bytes: Uint8Array): BatchFrame {
     fail(`the header is not UTF-8 JSON: ${(error as Error).message}`);
   }
   const header = checkHeader(parsed);
-  const bodiesLength = header.messages.reduce((sum, m) => sum + m.length, 0);
+  const wireMessages = header.run === undefined ? header.messages! : fromRun(header.run);
+  const bodiesLength = wireMessages.reduce((sum, m) => sum + m.length, 0);
   if (bodiesStart + bodiesLength !== bytes.byteLength) {
     fail(`the bodies are ${bytes.byteLength - bodiesStart} bytes; the header accounts for ${bodiesLength}`);
   }
   let offset = bodiesStart;
-  const messages = header.messages.map((m): BatchMessage => {
+  const messages = wireMessages.map((m): BatchMessage => {
     const body = bytes.subarray(offset, offset + m.length);
     offset += m.length;
     return { id: m.id, sentAt: m.timestamp, deliveries: m.attempts, contentType: m.contentType, body };
@@ -132,6 +158,11 @@ function checkHeader(value: unknown): WireHeader {
   if (metrics["oldestMessageTimestamp"] !== undefined) {
     whole(metrics["oldestMessageTimestamp"], "metrics.oldestMessageTimestamp", 0);
   }
+  if (header["run"] !== undefined) {
+    if (header["messages"] !== undefined) fail("a header carries messages or a run, not both");
+    checkRun(header["run"]);
+    return value as WireHeader;
+  }
   const messages = header["messages"];
   // The dispatcher never sends an empty batch, and Cloudflare never runs queue() with none.
   if (!Array.isArray(messages) || messages.length === 0) fail("messages must be a non-empty array");
@@ -148,6 +179,54 @@ function checkHeader(value: unknown): WireHeader {
     if (!isWhole(entry["length"], 0)) badWhole(entry["length"], `messages[${i}].length`, 0);
   }
   return value as WireHeader;
+}
+
+function checkRun(value: unknown): void {
+  const run = record(value, "run");
+  text(run["first"], "run.first");
+  whole(run["timestamp"], "run.timestamp", 0);
+  whole(run["attempts"], "run.attempts", 1);
+  text(run["contentType"], "run.contentType");
+  const lengths = run["lengths"];
+  if (!Array.isArray(lengths) || lengths.length === 0) fail("run.lengths must be a non-empty array");
+  for (let i = 0; i < lengths.length; i++) {
+    if (!isWhole(lengths[i], 0)) badWhole(lengths[i], `run.lengths[${i}]`, 0);
+  }
+}
+
+/** Whether messages may travel as a run: two or more, alike but for ids that follow one another. */
+function isRun(messages: readonly BatchMessage[]): boolean {
+  if (messages.length < 2) return false;
+  const first = messages[0]!;
+  for (let i = 1; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.sentAt !== first.sentAt || m.deliveries !== first.deliveries || m.contentType !== first.contentType) return false;
+    if (m.id !== ulidSuccessor(messages[i - 1]!.id)) return false;
+  }
+  return true;
+}
+
+function runOf(messages: readonly BatchMessage[]): WireRun {
+  const first = messages[0]!;
+  return {
+    first: first.id,
+    timestamp: first.sentAt,
+    attempts: first.deliveries,
+    contentType: first.contentType,
+    lengths: messages.map((m) => m.body.byteLength),
+  };
+}
+
+/** A run's messages, each id derived from the one before. */
+function fromRun(run: WireRun): WireMessage[] {
+  const messages: WireMessage[] = new Array(run.lengths.length);
+  let id: string | undefined = run.first;
+  for (let i = 0; i < run.lengths.length; i++) {
+    if (id === undefined) fail(`run.first ${show(run.first)} has no id after it for message ${i}: a run's ids are ULIDs one after another`);
+    messages[i] = { id, timestamp: run.timestamp, attempts: run.attempts, contentType: run.contentType, length: run.lengths[i]! };
+    id = ulidSuccessor(id);
+  }
+  return messages;
 }
 
 function record(value: unknown, field: string): Record<string, unknown> {

@@ -81,6 +81,56 @@ describe("the frame layout", () => {
   });
 });
 
+describe("a run: a send's messages leased together", () => {
+  // Ids as a cell gives them within one millisecond: each the one after the last.
+  const ids = ["01ARYZ6S41000000000000000Y", "01ARYZ6S41000000000000000Z", "01ARYZ6S410000000000000010"];
+  const run = ids.map((id, i) => message({ id, contentType: "json", body: utf8.encode(`{"n":${i}}`) }));
+
+  test("travel as the first id, what they share and each length, and come back whole", () => {
+    const bytes = encodeBatch(frame({ messages: run }));
+    expect(split(bytes).header).toEqual({
+      binding: "CONSUMER_0",
+      queue: "jobs",
+      metrics: { backlogCount: 7, backlogBytes: 700, oldestMessageTimestamp: 1_767_225_600_000 },
+      run: { first: ids[0], timestamp: 1_767_225_600_123, attempts: 1, contentType: "json", lengths: [7, 7, 7] },
+    });
+    expect(decodeBatch(bytes).messages.map((m) => ({ ...m, body: new TextDecoder().decode(m.body) }))).toEqual(
+      run.map((m) => ({ ...m, body: new TextDecoder().decode(m.body) })),
+    );
+  });
+
+  test.each([
+    ["one id out of step", [run[0]!, run[2]!]],
+    ["another timestamp", [run[0]!, { ...run[1]!, sentAt: 5 }]],
+    ["another attempt count", [run[0]!, { ...run[1]!, deliveries: 2 }]],
+    ["another content type", [run[0]!, { ...run[1]!, contentType: "text" }]],
+    ["ids that are not ULIDs", [message({ id: "a" }), message({ id: "b" })]],
+    ["one message", [run[0]!]],
+  ])("messages with %s travel one by one, and come back whole", (_, messages) => {
+    const bytes = encodeBatch(frame({ messages }));
+    expect(split(bytes).header).toHaveProperty("messages");
+    expect(decodeBatch(bytes).messages.map((m) => m.id)).toEqual(messages.map((m) => m.id));
+  });
+
+  const runHeader = { ...goodHeader, messages: undefined, run: { first: ids[0], timestamp: 1, attempts: 1, contentType: "json", lengths: [1, 1] } };
+  test.each([
+    ["both messages and a run", { ...runHeader, messages: goodHeader.messages }, /messages or a run, not both/],
+    ["a run of none", { ...runHeader, run: { ...runHeader.run, lengths: [] } }, /run\.lengths must be a non-empty array/],
+    ["a negative length", { ...runHeader, run: { ...runHeader.run, lengths: [1, -1] } }, /run\.lengths\[1\] must be a whole number from 0, got -1/],
+    ["no first id", { ...runHeader, run: { ...runHeader.run, first: "" } }, /run\.first must be a non-empty string/],
+    ["attempts of 0", { ...runHeader, run: { ...runHeader.run, attempts: 0 } }, /run\.attempts must be a whole number from 1/],
+    ["ids past the top", { ...runHeader, run: { ...runHeader.run, first: "01ARYZ6S41ZZZZZZZZZZZZZZZZ" } }, /has no id after it for message 1/],
+  ])("the decoder refuses %s", (_, header, problem) => {
+    const attempt = () => decodeBatch(handMade(JSON.stringify(header), [1, 2]));
+    expect(attempt).toThrow(BatchFrameError);
+    expect(attempt).toThrow(problem);
+  });
+
+  test("the good run header itself decodes (so each case above fails for its own reason)", () => {
+    expect(decodeBatch(handMade(JSON.stringify(runHeader), [1, 2])).messages.map((m) => m.id)).toEqual(ids.slice(0, 2));
+  });
+});
+
 describe("round trip", () => {
   test("binding, queue, metadata (a Date again) and every message come back as they went", () => {
     const sent = frame({

@@ -1,12 +1,8 @@
 import { randomFillSync } from "node:crypto";
+import { crockford, ulidRandomChars, ulidTimeChars } from "./ulid-text.ts";
 
 /** Fills a buffer with random bytes. Injected so a simulation can replay a seed exactly. */
 export type RandomFill = (bytes: Uint8Array) => void;
-
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-const timeChars = 10;
-const randomChars = 16;
-const ulidChars = timeChars + randomChars;
 
 /**
  * Monotonic ULIDs: 10 characters of millisecond time, then 16 of randomness (80 bits). Within one
@@ -20,7 +16,7 @@ export class UlidSource {
   private poolOffset = 0;
   private lastTimeMs = -1;
   private lastTime = "";
-  private readonly random = new Uint8Array(randomChars);
+  private readonly random = new Uint8Array(ulidRandomChars);
 
   constructor(fill: RandomFill = (bytes) => randomFillSync(bytes)) {
     this.fill = fill;
@@ -39,25 +35,25 @@ export class UlidSource {
       this.draw();
     }
     let random = "";
-    for (let i = 0; i < randomChars; i++) random += crockford[this.random[i]!];
+    for (let i = 0; i < ulidRandomChars; i++) random += crockford[this.random[i]!];
     return this.lastTime + random;
   }
 
   private draw(): void {
-    if (this.poolOffset + randomChars > this.pool.length) {
+    if (this.poolOffset + ulidRandomChars > this.pool.length) {
       // Drawing randomness in blocks keeps a 100-message send to one syscall.
-      this.pool = new Uint8Array(randomChars * 256);
+      this.pool = new Uint8Array(ulidRandomChars * 256);
       this.fill(this.pool);
       this.poolOffset = 0;
     }
-    for (let i = 0; i < randomChars; i++) this.random[i] = this.pool[this.poolOffset + i]! & 31;
+    for (let i = 0; i < ulidRandomChars; i++) this.random[i] = this.pool[this.poolOffset + i]! & 31;
     // Leave headroom so increments within a millisecond rarely carry out of the top digit.
     this.random[0] = this.random[0]! & 15;
-    this.poolOffset += randomChars;
+    this.poolOffset += ulidRandomChars;
   }
 
   private increment(): boolean {
-    for (let i = randomChars - 1; i >= 0; i--) {
+    for (let i = ulidRandomChars - 1; i >= 0; i--) {
       if (this.random[i]! < 31) {
         this.random[i] = this.random[i]! + 1;
         return true;
@@ -68,27 +64,10 @@ export class UlidSource {
   }
 }
 
-/**
- * The id a UlidSource gives after `id` within the same millisecond: `id` with its random part (the
- * last 16 characters, a base-32 number in Crockford's upper case) one higher. Undefined when `id`
- * is not 26 characters long, a character read is not such a digit, or the random part is at its
- * top (a source then moves on to the next millisecond). The store keeps a send's ids as the first
- * of them and this rule (see message-pack.ts).
- */
-export function ulidSuccessor(id: string): string | undefined {
-  if (id.length !== ulidChars) return undefined;
-  for (let i = ulidChars - 1; i >= ulidChars - randomChars; i--) {
-    const digit = crockford.indexOf(id[i]!);
-    if (digit < 0) return undefined;
-    if (digit < 31) return id.slice(0, i) + crockford[digit + 1]! + "0".repeat(ulidChars - 1 - i);
-  }
-  return undefined;
-}
-
 function encodeTime(ms: number): string {
   let time = "";
   let t = ms;
-  for (let i = 0; i < timeChars; i++) {
+  for (let i = 0; i < ulidTimeChars; i++) {
     time = crockford[t % 32] + time;
     t = Math.floor(t / 32);
   }

@@ -1,5 +1,5 @@
 import { CellError } from "./errors.ts";
-import { ulidSuccessor } from "./ids.ts";
+import { ulidSuccessor } from "./ulid-text.ts";
 import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
 

@@ -1,6 +1,6 @@
 import { expect, test } from "vitest";
 import { UlidSource, newQueueId, seededRandomFill } from "../src/index.ts";
-import { ulidSuccessor } from "../src/ids.ts";
+import { ulidSuccessor } from "../src/ulid-text.ts";
 
 const ulid = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
