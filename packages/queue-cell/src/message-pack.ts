@@ -1,7 +1,7 @@
 import { CellError } from "./errors.ts";
-import { ulidSuccessor } from "./ulid-text.ts";
 import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
+import { ulidSuccessor } from "./ulid-text.ts";
 
 /**
  * A pack is the messages of one send kept in one row of the store: the row holds what they share
