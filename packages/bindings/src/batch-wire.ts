@@ -1,7 +1,7 @@
 // Runs in Node (the host encodes) and inside workerd (the queue dispatch Worker decodes), so it
 // imports nothing but types and ulid-text (which imports nothing): both ends read the frame
 // through this one file.
-import { ulidSuccessor } from "@celld/queue-cell/ulid-text";
+import { ulidRun, ulidSuccessor } from "@celld/queue-cell/ulid-text";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 
 /**
@@ -219,14 +219,11 @@ function runOf(messages: readonly BatchMessage[]): WireRun {
 
 /** A run's messages, each id derived from the one before. */
 function fromRun(run: WireRun): WireMessage[] {
-  const messages: WireMessage[] = new Array(run.lengths.length);
-  let id: string | undefined = run.first;
-  for (let i = 0; i < run.lengths.length; i++) {
-    if (id === undefined) fail(`run.first ${show(run.first)} has no id after it for message ${i}: a run's ids are ULIDs one after another`);
-    messages[i] = { id, timestamp: run.timestamp, attempts: run.attempts, contentType: run.contentType, length: run.lengths[i]! };
-    id = ulidSuccessor(id);
+  const ids = ulidRun(run.first, run.lengths.length);
+  if (ids.length < run.lengths.length) {
+    fail(`run.first ${show(run.first)} has no id after it for message ${ids.length}: a run's ids are ULIDs one after another`);
   }
-  return messages;
+  return ids.map((id, i) => ({ id, timestamp: run.timestamp, attempts: run.attempts, contentType: run.contentType, length: run.lengths[i]! }));
 }
 
 function record(value: unknown, field: string): Record<string, unknown> {

@@ -1,7 +1,7 @@
 import { CellError } from "./errors.ts";
 import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
-import { ulidSuccessor } from "./ulid-text.ts";
+import { ulidRun, ulidSuccessor } from "./ulid-text.ts";
 
 /**
  * A pack is the messages of one send kept in one row of the store: the row holds what they share
@@ -103,16 +103,11 @@ export function expandPackList(list: StoredPackList): PackEntry[] {
   if (typeof first !== "string" || typeof sentAt !== "number" || typeof contentType !== "string" || !Array.isArray(lengths)) {
     throw new CellError("ERR_STORAGE", "the queue's storage failed: a pack's list is neither a list of messages nor a short one");
   }
-  const entries: PackEntry[] = new Array(lengths.length);
-  let id: string | undefined = first;
-  for (let i = 0; i < lengths.length; i++) {
-    if (id === undefined) {
-      throw new CellError("ERR_STORAGE", `the queue's storage failed: a short pack list starting at ${first} runs past the last id`);
-    }
-    entries[i] = [id, sentAt, contentType, null, lengths[i]!, lengths[i]!];
-    id = ulidSuccessor(id);
+  const ids = ulidRun(first, lengths.length);
+  if (ids.length < lengths.length) {
+    throw new CellError("ERR_STORAGE", `the queue's storage failed: a short pack list starting at ${first} runs past the last id`);
   }
-  return entries;
+  return ids.map((id, i) => [id, sentAt, contentType, null, lengths[i]!, lengths[i]!]);
 }
 
 /** A pack's list, checked against its bodies' length: a mismatch means the row is damaged. */

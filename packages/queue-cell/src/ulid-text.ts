@@ -23,3 +23,14 @@ export function ulidSuccessor(id: string): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * `count` ids from `first` on, each the ulidSuccessor of the one before: the ids a short pack list
+ * or a batch frame's run stands for. Fewer when they would run past the top (the caller's list is
+ * damaged); the length says at which message.
+ */
+export function ulidRun(first: string, count: number): string[] {
+  const ids: string[] = [];
+  for (let id: string | undefined = first; id !== undefined && ids.length < count; id = ulidSuccessor(id)) ids.push(id);
+  return ids;
+}

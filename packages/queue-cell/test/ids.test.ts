@@ -1,6 +1,6 @@
 import { expect, test } from "vitest";
 import { UlidSource, newQueueId, seededRandomFill } from "../src/index.ts";
-import { ulidSuccessor } from "../src/ulid-text.ts";
+import { ulidRun, ulidSuccessor } from "../src/ulid-text.ts";
 
 const ulid = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -44,4 +44,8 @@ test("ulidSuccessor gives the id a source gives next within one millisecond, and
   expect(ulidSuccessor(time + "000000000000000u")).toBeUndefined();
   expect(ulidSuccessor(time + "000000000000000I")).toBeUndefined();
   expect(ulidSuccessor("job-1")).toBeUndefined();
+  // A run of them, and one cut short at the top.
+  expect(ulidRun(time + "000000000000000Y", 3)).toEqual([time + "000000000000000Y", time + "000000000000000Z", time + "0000000000000010"]);
+  expect(ulidRun(time + "ZZZZZZZZZZZZZZZY", 3)).toEqual([time + "ZZZZZZZZZZZZZZZY", time + "ZZZZZZZZZZZZZZZZ"]);
+  expect(ulidRun("job-1", 2)).toEqual(["job-1"]);
 });
