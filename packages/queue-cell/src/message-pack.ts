@@ -71,11 +71,12 @@ export function canPack(rows: readonly NewMessage[], idFloor: string): boolean {
 export function encodePack(rows: readonly NewMessage[]): EncodedPack {
   const bodies = rows.map((row) => row.body);
   const first = rows[0]!;
+  const sizes = rows.map(messageBytes);
   let bytes = 0;
-  for (const row of rows) bytes += messageBytes(row);
+  for (const size of sizes) bytes += size;
   const list: StoredPackList = isShortable(rows)
     ? { first: first.id, sentAt: first.sentAt, contentType: first.contentType, lengths: bodies.map((body) => body.byteLength) }
-    : rows.map((row) => [row.id, row.sentAt, row.contentType, row.attributes, messageBytes(row), row.body.byteLength]);
+    : rows.map((row, i) => [row.id, row.sentAt, row.contentType, row.attributes, sizes[i]!, row.body.byteLength]);
   return { entries: JSON.stringify(list), body: Buffer.concat(bodies), bytes };
 }
 
