@@ -126,7 +126,14 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
         firstFailure: settle.firstFailure ?? sends.firstFailure ?? empty.firstFailure,
       });
     }
-    return { coldBatch, batch: medianPass(passes), firstWarmBatch: passes[0]!, warmRates: passes.map((p) => p.endToEnd), single, latency };
+    return {
+      coldBatch,
+      batch: medianPass(passes),
+      firstWarmBatch: passes[0]!,
+      warmRates: passes.map((p) => p.endToEnd),
+      single,
+      latency,
+    };
   } finally {
     await d.pool.close();
   }
@@ -195,7 +202,7 @@ const hostEntries: Record<System, string> = {
  * One round on a host started for it and stopped after: each round gets an empty cell file, and
  * Miniflare's broker no state from earlier rounds (after some 50,000 messages through one broker,
  * workerd was seen dropping every in-flight connection of the send() workload at once; a round
- * now carries about 55,000, and such resets are sent again and reported). A short pass first
+ * now carries about 100,000, and such resets are sent again and reported). A short pass first
  * warms the new processes up (JIT, the cell's file, the broker's Durable Object).
  */
 async function freshHostRound(system: System): Promise<RoundFigures> {
