@@ -1,7 +1,7 @@
 // Runs in Node (the host encodes) and inside workerd (the queue dispatch Worker decodes), so it
 // imports nothing but types and ulid-text (which imports nothing): both ends read the frame
 // through this one file.
-import { ulidRun, ulidSuccessor } from "@celld/queue-cell/ulid-text";
+import { isUlidRun, ulidRun } from "@celld/queue-cell/ulid-text";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 
 /**
@@ -196,14 +196,10 @@ function checkRun(value: unknown): void {
 
 /** Whether messages may travel as a run: two or more, alike but for ids that follow one another. */
 function isRun(messages: readonly BatchMessage[]): boolean {
-  if (messages.length < 2) return false;
-  const first = messages[0]!;
-  for (let i = 1; i < messages.length; i++) {
-    const m = messages[i]!;
-    if (m.sentAt !== first.sentAt || m.deliveries !== first.deliveries || m.contentType !== first.contentType) return false;
-    if (m.id !== ulidSuccessor(messages[i - 1]!.id)) return false;
-  }
-  return true;
+  return (
+    messages.length >= 2 &&
+    isUlidRun(messages, (m, first) => m.sentAt === first.sentAt && m.deliveries === first.deliveries && m.contentType === first.contentType)
+  );
 }
 
 function runOf(messages: readonly BatchMessage[]): WireRun {

@@ -1,7 +1,7 @@
 import { CellError } from "./errors.ts";
 import { limits } from "./limits.ts";
 import type { NewMessage } from "./store.ts";
-import { ulidRun, ulidSuccessor } from "./ulid-text.ts";
+import { isUlidRun, ulidRun } from "./ulid-text.ts";
 
 /**
  * A pack is the messages of one send kept in one row of the store: the row holds what they share
@@ -82,14 +82,10 @@ export function encodePack(rows: readonly NewMessage[]): EncodedPack {
 
 /** Whether rows' list may be stored short: see StoredPackList. */
 function isShortable(rows: readonly NewMessage[]): boolean {
-  const first = rows[0]!;
-  if (first.attributes !== null) return false;
-  for (let i = 1; i < rows.length; i++) {
-    const row = rows[i]!;
-    if (row.sentAt !== first.sentAt || row.contentType !== first.contentType || row.attributes !== null) return false;
-    if (row.id !== ulidSuccessor(rows[i - 1]!.id)) return false;
-  }
-  return true;
+  return (
+    rows[0]!.attributes === null &&
+    isUlidRun(rows, (row, first) => row.sentAt === first.sentAt && row.contentType === first.contentType && row.attributes === null)
+  );
 }
 
 /** A pack's list as stored, unchecked: for reading ids and heads. */

@@ -25,6 +25,19 @@ export function ulidSuccessor(id: string): string | undefined {
 }
 
 /**
+ * Whether each item is `alike` the first and has the ulidSuccessor of the id before it: messages
+ * whose ids and shared fields a short pack list or a batch frame's run can stand for.
+ */
+export function isUlidRun<T extends { id: string }>(items: readonly T[], alike: (item: T, first: T) => boolean): boolean {
+  const first = items[0]!;
+  for (let i = 1; i < items.length; i++) {
+    const item = items[i]!;
+    if (!alike(item, first) || item.id !== ulidSuccessor(items[i - 1]!.id)) return false;
+  }
+  return true;
+}
+
+/**
  * `count` ids from `first` on, each the ulidSuccessor of the one before: the ids a short pack list
  * or a batch frame's run stands for. Fewer when they would run past the top (the caller's list is
  * damaged); the length says at which message.
