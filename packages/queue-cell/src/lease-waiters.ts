@@ -39,6 +39,8 @@ export interface ServeOutcome {
  */
 export class LeaseWaiters {
   private waiters: Waiter[] = [];
+  /** Waiters a serve had leased for when it threw; groupFailed() answers them. */
+  private servedByFailedServe: Waiter[] = [];
 
   /** `onFillDeadline`: a fill waiter's deadline came; a group must serve it (serve()). */
   constructor(
@@ -96,18 +98,28 @@ export class LeaseWaiters {
     // Once a lease comes back short, nothing more is due: the waiters after it get nothing,
     // except that a fill waiter whose deadline has come leaves now, empty, rather than wait on.
     let exhausted = false;
-    for (const waiter of this.waiters) {
-      // Served by a group whose commit is not yet durable: it leaves with those messages, and
-      // leasing more for it here would strand them, leased to nobody.
-      if (waiter.claimed !== undefined) continue;
-      if (exhausted) {
-        if (waiter.expired) claim(waiter, []);
-        continue;
+    try {
+      for (const waiter of this.waiters) {
+        // Served by a group whose commit is not yet durable: it leaves with those messages, and
+        // leasing more for it here would strand them, leased to nobody.
+        if (waiter.claimed !== undefined) continue;
+        if (exhausted) {
+          if (waiter.expired) claim(waiter, []);
+          continue;
+        }
+        if (waiter.fill && !waiter.expired && !canFill(waiter.max)) continue;
+        const messages = leaseFor(waiter);
+        if (messages.length > 0 || waiter.expired) claim(waiter, messages);
+        if (messages.length < waiter.max) exhausted = true;
       }
-      if (waiter.fill && !waiter.expired && !canFill(waiter.max)) continue;
-      const messages = leaseFor(waiter);
-      if (messages.length > 0 || waiter.expired) claim(waiter, messages);
-      if (messages.length < waiter.max) exhausted = true;
+    } catch (error) {
+      // The transaction rolls back, and its group, with no outcome returned, cannot answer the
+      // waiters served so far. Left claimed, nothing would ever answer them, not their deadline
+      // nor close(); unclaimed, those still can, and groupFailed() answers them with the error
+      // the group's callers are given.
+      for (const waiter of claimed) waiter.claimed = undefined;
+      this.servedByFailedServe.push(...claimed);
+      throw error;
     }
     return {
       committed: () => {
@@ -123,6 +135,22 @@ export class LeaseWaiters {
         }
       },
     };
+  }
+
+  /**
+   * A group failed. The waiters a serve of it had leased for, and fill waiters whose deadline has
+   * come (they wait for a group to lease whatever is due), are told so, as a failed commit tells
+   * the waiters it served, rather than left to wait for the next group, which on a quiet queue
+   * may be a long time coming.
+   */
+  groupFailed(error: unknown): void {
+    const served = this.servedByFailedServe;
+    this.servedByFailedServe = [];
+    for (const waiter of [...this.waiters]) {
+      if (waiter.claimed !== undefined || !(waiter.expired || served.includes(waiter))) continue;
+      this.remove(waiter);
+      waiter.reject(error);
+    }
   }
 
   /** Answers every waiter empty (the cell is closing), except those a pending group serves. */

@@ -182,6 +182,7 @@ export class QueueCell {
           // The group's expiries rolled back with it, but maintain() may already have moved the
           // bound past them: it is unknown again, so the next group looks.
           this.maintenanceDueAt = -Infinity;
+          this.waiters.groupFailed(error);
           throw error;
         }
       },
@@ -195,10 +196,15 @@ export class QueueCell {
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
     this.waiters = new LeaseWaiters(this.clock, () => this.serveWaiters());
-    this.store.transaction(() => {
-      this.store.setMeta("config", JSON.stringify(this.config));
-      this.store.setMeta("name", this.name);
-    });
+    try {
+      this.store.transaction(() => {
+        this.store.setMeta("config", JSON.stringify(this.config));
+        this.store.setMeta("name", this.name);
+      });
+    } catch (error) {
+      this.store.close();
+      throw error;
+    }
     // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
     this.loop.submit(() => undefined).catch((error: unknown) => this.onBackgroundError(error));
   }
@@ -310,8 +316,12 @@ export class QueueCell {
     return this.waitForMessages(spec);
   }
 
-  /** `earliest`: the earliest ready row's visible time, when the caller has just read it. */
-  private waitForMessages(spec: WaiterSpec, earliest: number | null = this.store.earliestReadyDueAt()): Promise<LeasedMessage[]> {
+  /** `known`: the earliest ready row's visible time, when the caller has just read it. */
+  private waitForMessages(spec: WaiterSpec, known?: number | null): Promise<LeasedMessage[]> {
+    // A first attempt answered by close()'s last group: close() has answered the waiters already,
+    // and one listed now would wait out its whole deadline.
+    if (this.closed) return Promise.resolve([]);
+    const earliest = known === undefined ? this.store.earliestReadyDueAt() : known;
     const waiting = this.waiters.add(spec);
     // A message may have become ready in the group that answered the first attempt, before this
     // waiter was listed; and a delayed one needs the timer to wake this waiter.

@@ -139,47 +139,58 @@ export class SqliteCellStore implements CellStore {
     options: SqliteStoreOptions = {},
   ) {
     this.db = new Database(path);
-    this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
-    this.db.pragma("journal_mode = WAL");
-    const durability = options.durability ?? "full";
-    this.checkpointWalBytes = options.checkpointWalBytes ?? checkpointWalBytesDefault;
-    this.onBackgroundError = options.onBackgroundError ?? (() => {});
-    if (durability === "full") {
-      this.db.pragma("synchronous = OFF");
-      this.db.pragma("wal_autocheckpoint = 0");
-      // After a checkpoint the next commits overwrite the log from its start rather than a
-      // truncated log growing again: flushing an overwrite is about half the cost of an append
-      // (no change of file size to journal), and the checkpoint skips truncating and syncing a
-      // 16 MiB file (2 ms against 70-90 ms measured). A log that overshot is cut back to this.
-      this.db.pragma(`journal_size_limit = ${this.checkpointWalBytes}`);
-      this.walSync = new WalSync(`${path}-wal`, options.syncFile, () => this.checkpointIfLarge());
-    } else {
-      this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
-    }
-    this.db.pragma("foreign_keys = OFF");
-    // 16 MiB of page cache, allocated only as pages are used: a large backlog keeps its index
-    // interior pages hot without every small cell paying for it.
-    this.db.pragma("cache_size = -16384");
-    this.db.exec(schema);
-    this.addMissingColumns();
-    this.db.exec(schemaAfterColumns);
-    const db = this.db;
-    this.stmt = Object.fromEntries(
-      Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
-    ) as Record<StatementName, Database.Statement>;
-    // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
-    this.stmt.removeHeld.raw(true);
-    this.counts = this.readTotals();
-    this.nextSeq = (this.stmt.nextSeq.get() as { next: number }).next;
-    const packStats = this.stmt.packStats.get() as { n: number; floor: string };
-    this.packs = packStats.n;
-    this.packIdFloor = packStats.floor;
-    if (this.walSync !== undefined) {
-      // Opening a WAL database leaves its log file in place; flush what recovery or the schema
-      // wrote before anything is built on it.
-      this.walSync.open();
-      this.walIndex = WalIndex.open(`${path}-shm`);
-      this.checkpoint();
+    try {
+      this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
+      this.db.pragma("journal_mode = WAL");
+      const durability = options.durability ?? "full";
+      this.checkpointWalBytes = options.checkpointWalBytes ?? checkpointWalBytesDefault;
+      this.onBackgroundError = options.onBackgroundError ?? (() => {});
+      if (durability === "full") {
+        this.db.pragma("synchronous = OFF");
+        this.db.pragma("wal_autocheckpoint = 0");
+        // After a checkpoint the next commits overwrite the log from its start rather than a
+        // truncated log growing again: flushing an overwrite is about half the cost of an append
+        // (no change of file size to journal), and the checkpoint skips truncating and syncing a
+        // 16 MiB file (2 ms against 70-90 ms measured). A log that overshot is cut back to this.
+        this.db.pragma(`journal_size_limit = ${this.checkpointWalBytes}`);
+        this.walSync = new WalSync(`${path}-wal`, options.syncFile, () => this.checkpointIfLarge());
+      } else {
+        this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
+      }
+      this.db.pragma("foreign_keys = OFF");
+      // 16 MiB of page cache, allocated only as pages are used: a large backlog keeps its index
+      // interior pages hot without every small cell paying for it.
+      this.db.pragma("cache_size = -16384");
+      this.db.exec(schema);
+      this.addMissingColumns();
+      this.db.exec(schemaAfterColumns);
+      const db = this.db;
+      this.stmt = Object.fromEntries(
+        Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
+      ) as Record<StatementName, Database.Statement>;
+      // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
+      this.stmt.removeHeld.raw(true);
+      this.counts = this.readTotals();
+      this.nextSeq = (this.stmt.nextSeq.get() as { next: number }).next;
+      const packStats = this.stmt.packStats.get() as { n: number; floor: string };
+      this.packs = packStats.n;
+      this.packIdFloor = packStats.floor;
+      if (this.walSync !== undefined) {
+        // Opening a WAL database leaves its log file in place; flush what recovery or the schema
+        // wrote before anything is built on it.
+        this.walSync.open();
+        this.walIndex = WalIndex.open(`${path}-shm`);
+        this.checkpoint();
+      }
+    } catch (error) {
+      // A cell that failed to open keeps no descriptors: a disk that keeps failing would
+      // otherwise leak a connection and two file handles at every attempt to reopen it.
+      try {
+        this.close();
+      } catch {
+        // The open's own error is the one to report.
+      }
+      throw error;
     }
   }
 

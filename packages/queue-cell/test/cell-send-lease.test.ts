@@ -1,5 +1,8 @@
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
-import { QueueCell, isCellError, limits } from "../src/index.ts";
+import { QueueCell, isCellError, limits, type CellStore } from "../src/index.ts";
 import { ObservedStore, bodies, cellHarness, refs, settle, sqliteStore, text } from "./cell-harness.ts";
 
 describe("send", () => {
@@ -94,7 +97,70 @@ describe("a failed group", () => {
     expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
     await cell.close();
   });
+
+  test("a group that fails while serving waiting leases fails the ones it served; the others wait on", async () => {
+    const h = cellHarness();
+    const leases = new FailingLeases(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "f", store: leases.store, clock: h.clock });
+    await settle();
+    const first = cell.lease({ max: 1, waitSeconds: 10 });
+    let secondAnswer: string[] | undefined;
+    const second = cell.lease({ max: 1, waitSeconds: 10 }).then((m) => (secondAnswer = bodies(m)));
+    await settle();
+    // The second waiter's lease fails inside the group, after the first's succeeded.
+    leases.failCall(2);
+    await expect(cell.send([text("a"), text("b")])).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    await expect(first).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    // Nothing was leased or sent; the second waiter still waits, and leaves at its deadline.
+    expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
+    expect(secondAnswer).toBeUndefined();
+    h.clock.advance(10_000);
+    await second;
+    expect(secondAnswer).toEqual([]);
+    await cell.close();
+  });
+
+  test("a filling lease whose deadline group fails is told so, not left waiting", async () => {
+    const h = cellHarness();
+    const leases = new FailingLeases(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "f", store: leases.store, clock: h.clock });
+    await cell.send([text("a")]);
+    const filling = cell.lease({ max: 5, waitSeconds: 2, fill: true });
+    await settle();
+    // The group its deadline asks for fails as it leases: no later group is coming to serve it.
+    leases.failCall(1);
+    h.clock.advance(2_000);
+    await expect(filling).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    // The message was not leased, and the next lease takes it.
+    expect(bodies(await cell.lease({ max: 5 }))).toEqual(["a"]);
+    await cell.close();
+  });
 });
+
+/** A store whose lease() fails, once, at the call chosen (counted from when it is chosen). */
+class FailingLeases {
+  readonly store: CellStore;
+  private calls = 0;
+  private failAt: number | undefined;
+
+  constructor(inner: CellStore) {
+    this.store = new Proxy(inner, {
+      get: (target, key) => {
+        const value = Reflect.get(target, key) as unknown;
+        if (typeof value !== "function") return value;
+        if (key !== "lease") return (value as (...a: unknown[]) => unknown).bind(target);
+        return (...args: unknown[]) => {
+          if (++this.calls === this.failAt) throw new Database.SqliteError("disk I/O error (injected)", "SQLITE_IOERR");
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+  }
+
+  failCall(nth: number): void {
+    this.failAt = this.calls + nth;
+  }
+}
 
 describe("admission", () => {
   test(`the call after ${limits.producerCallsInFlightMax} in flight is refused at once and writes nothing`, async () => {
@@ -270,6 +336,20 @@ describe("long-poll wait", () => {
     await cell.close();
   });
 
+  test("one whose first attempt is answered by close() answers at close, not at its deadline", async () => {
+    const h = cellHarness();
+    await h.cell.send([text("old")]);
+    // Retention falls due, so the long poll makes a first attempt (whose group sweeps it) before
+    // it waits; close() answers that attempt's group.
+    h.clock.advance(limits.retentionSeconds * 1000 + 1_000);
+    let answer: string[] | undefined;
+    const poll = h.cell.lease({ max: 5, waitSeconds: 20 }).then((m) => (answer = bodies(m)));
+    await h.cell.close();
+    await settle();
+    expect(answer).toEqual([]);
+    await poll;
+  });
+
   test("answers empty at the end of the wait", async () => {
     const h = cellHarness();
     let answer: unknown;
@@ -376,6 +456,19 @@ describe("opening and configuring", () => {
     await expect(cell.configure({ maxDeliveries: 9 })).rejects.toMatchObject({ code: "ERR_STORAGE" });
     expect(cell.queueConfig.maxDeliveries).toBe(limits.maxDeliveriesDefault);
     await cell.close();
+  });
+
+  // Counted in /proc, so on Linux only.
+  test.skipIf(!existsSync("/proc/self/fd"))("a file that fails to open leaves no descriptor open", () => {
+    const h = cellHarness();
+    const path = join(h.dir, "not-a-database.sqlite");
+    writeFileSync(path, "this is not an SQLite database, and is long enough to have a header".repeat(10));
+    const descriptors = (): number => readdirSync("/proc/self/fd").length;
+    const before = descriptors();
+    for (let i = 0; i < 5; i++) {
+      expect(() => new QueueCell({ name: "bad", path, clock: h.clock, durability: "full" })).toThrow(/not a database/);
+    }
+    expect(descriptors()).toBe(before);
   });
 
   test("a Worker consumer's max_retries of 100 (101 deliveries) is a valid cell setting", () => {

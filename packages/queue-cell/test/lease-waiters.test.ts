@@ -52,6 +52,44 @@ describe("LeaseWaiters", () => {
     expect((await served).map((m) => m.id)).toEqual(["m0"]);
   });
 
+  it("a serve that throws part way leaves the waiters it served to the group's failure; the rest wait on", async () => {
+    const clock = new ManualClock();
+    const waiters = new LeaseWaiters(clock);
+    const spec = { max: 1, visibilityMs: 30_000, signal: undefined, fill: false, owner: 0 };
+    const first = waiters.add({ ...spec, deadlineMs: 10_000 });
+    const second = waiters.add({ ...spec, deadlineMs: 10_000 });
+    let calls = 0;
+    const failOnSecond = (): LeasedMessage[] => {
+      if (calls++ === 1) throw new Error("disk I/O error");
+      return [message("m0")];
+    };
+    expect(() => waiters.serve(failOnSecond, () => true)).toThrow("disk I/O error");
+    // The group's error, as its callers are given it, is what the served waiter is told.
+    const failure = new Error("the queue's storage failed");
+    waiters.groupFailed(failure);
+    await expect(first).rejects.toBe(failure);
+    expect(waiters.size).toBe(1);
+    clock.advance(10_000);
+    expect(await second).toEqual([]);
+    expect(waiters.size).toBe(0);
+  });
+
+  it("a waiter a failed serve had leased for is answerable again by its deadline", async () => {
+    const clock = new ManualClock();
+    const waiters = new LeaseWaiters(clock);
+    const spec = { max: 1, visibilityMs: 30_000, signal: undefined, fill: false, owner: 0 };
+    const waiting = waiters.add({ ...spec, deadlineMs: 10_000 });
+    void waiters.add({ ...spec, deadlineMs: 20_000 });
+    let calls = 0;
+    const leaseThenFail = (): LeasedMessage[] => {
+      if (calls++ === 0) return [message("m0")];
+      throw new Error("disk I/O error");
+    };
+    expect(() => waiters.serve(leaseThenFail, () => true)).toThrow("disk I/O error");
+    clock.advance(10_000);
+    expect(await waiting).toEqual([]);
+  });
+
   describe("a fill waiter", () => {
     const spec = { max: 3, visibilityMs: 30_000, deadlineMs: 10_000, signal: undefined, owner: 0 };
     const leaseUpTo = (available: string[]) => (w: { max: number }) => available.splice(0, w.max).map(message);
@@ -104,6 +142,22 @@ describe("LeaseWaiters", () => {
       expect(waiters.size).toBe(1);
       clock.advance(10_000);
       expect(await plain).toEqual([]);
+    });
+
+    it("whose deadline has come is told when a group fails, rather than left waiting for the next", async () => {
+      const clock = new ManualClock();
+      const waiters = new LeaseWaiters(clock, () => {});
+      const expired = waiters.add({ ...spec, deadlineMs: clock.now() + 10_000, fill: true });
+      const early = waiters.add({ ...spec, deadlineMs: clock.now() + 20_000, fill: true });
+      clock.advance(10_000);
+      const failure = new Error("disk I/O error");
+      waiters.groupFailed(failure);
+      await expect(expired).rejects.toBe(failure);
+      // One whose deadline has not come waits on: its own deadline asks for a group again.
+      expect(waiters.size).toBe(1);
+      clock.advance(10_000);
+      waiters.serve(leaseUpTo([]), () => false).committed();
+      expect(await early).toEqual([]);
     });
 
     it("leaves empty at once when its signal aborts, without a group", async () => {
