@@ -1,4 +1,4 @@
-import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
+import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell, type SettleResult } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
@@ -19,11 +19,14 @@ export interface ConsumerSettings {
  * they reach the Worker is the invoker's business, and toConsumerMessage is how they must look
  * when they do. A rejection means no result came back: a BatchNotDeliveredError when the batch
  * certainly never reached workerd, anything else when it may have run (workerd died under it).
+ * `signal` is aborted once the dispatcher has given up on the answer (the wall time passed, or the
+ * host stopped): whatever the invocation holds open (a request, its connection) should go then.
  */
 export type QueueInvoker = (
   queue: string,
   messages: readonly BatchMessage[],
   metadata: BatchMetadata,
+  signal?: AbortSignal,
 ) => Promise<QueueHandlerResult>;
 
 /**
@@ -80,6 +83,18 @@ const batchesPerLeaseMax = 4;
 const unreachableBackoffMs = { first: 1_000, max: 30_000 } as const;
 
 /**
+ * After a lease the cell refused (its storage failed), the wait before the next, doubling; a lease
+ * that works resets it. Without a wait a failing disk would be asked again in a tight loop.
+ */
+const leaseFailureBackoffMs = { first: 1_000, max: 30_000 } as const;
+
+/** What one turn of leasing took, and the first lease that failed on the way, if one did. */
+interface Collected {
+  batch: LeasedMessage[];
+  failure?: { error: unknown };
+}
+
+/**
  * Turns a queue's leases into queue() invocations: up to max_batch_size messages, delivered when
  * the batch is full or max_batch_timeout after its first message became available, with at most
  * max_concurrency batches running at once (fewer while the host's batches hold more message bytes
@@ -108,7 +123,12 @@ export class ConsumerDispatcher {
   private runtimeGone = false;
   /** 0 while invocations reach the Worker; else the wait after the last that could not. */
   private backoffMs = 0;
+  /** 0 while leases work; else the wait after the last that failed. */
+  private leaseBackoffMs = 0;
+  /** No lease before this time: see backoffMs and leaseBackoffMs. */
   private pausedUntil = 0;
+  /** One per invocation running; aborted when its answer is no longer awaited. */
+  private readonly invocations = new Set<AbortController>();
   /** Body bytes a message in the batch started last: what a further full batch is judged by. */
   private lastBytesPerMessage: number | undefined;
 
@@ -156,6 +176,10 @@ export class ConsumerDispatcher {
     }
     this.stopping = true;
     await Promise.all([...this.unsettled].map((batch) => this.releaseBatch(batch)));
+    // Their batches are back in the queue: nothing waits for these answers any more, and a request
+    // left open would hold its connection until workerd answered, if ever.
+    const stopped = new Error(`the consumer of queue "${this.settings.queue}" stopped`);
+    for (const invocation of this.invocations) invocation.abort(stopped);
   }
 
   /**
@@ -175,8 +199,8 @@ export class ConsumerDispatcher {
         continue;
       }
       if (this.pausedUntil > this.clock.now()) {
-        // The last invocation never reached the handler: wait before leasing again (stop() and
-        // batches settling end the wait early; the loop then looks again).
+        // The last invocation never reached the handler, or the last lease failed: wait before
+        // leasing again (stop() and batches settling end the wait early; the loop then looks again).
         await new Promise<void>((resolve) => {
           const cancel = this.clock.schedule(this.pausedUntil, resolve);
           this.slotFreed = () => {
@@ -194,20 +218,35 @@ export class ConsumerDispatcher {
         });
         continue;
       }
-      const batch = await this.collectBatches();
-      if (batch.length === 0) continue;
-      if (!this.running) {
-        await this.releaseBatch(batch);
-        break;
+      const { batch, failure } = await this.collectBatches();
+      if (batch.length > 0) {
+        if (!this.running) {
+          await this.releaseBatch(batch);
+          break;
+        }
+        if (this.pausedUntil > this.clock.now()) {
+          // A batch failed to reach the handler while this one was being leased (quite likely the
+          // very messages it handed back): it goes back too, and the loop waits out the pause.
+          await this.releaseBatch(batch);
+        } else {
+          // Also when another lease of this turn failed: these messages are leased, and left alone
+          // they would wait out the lease and lose an attempt that no handler saw.
+          this.startDelivery(batch);
+        }
       }
-      if (this.pausedUntil > this.clock.now()) {
-        // A batch failed to reach the handler while this one was being leased (quite likely the
-        // very messages it handed back): it goes back too, and the loop waits out the pause.
-        await this.releaseBatch(batch);
-        continue;
-      }
-      this.startDelivery(batch);
+      if (failure === undefined) this.leaseBackoffMs = 0;
+      else if (this.running) this.leaseFailed(failure.error);
     }
+  }
+
+  /** Logs a refused lease and pauses leasing: a cell whose storage fails is not asked again at once. */
+  private leaseFailed(error: unknown): void {
+    this.leaseBackoffMs = nextBackoffMs(this.leaseBackoffMs, leaseFailureBackoffMs);
+    this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + this.leaseBackoffMs);
+    this.log.error(
+      `queue "${this.settings.queue}": could not take the next batch from the queue; trying again in ${this.leaseBackoffMs / 1000} s`,
+      error,
+    );
   }
 
   private startDelivery(batch: LeasedMessage[]): void {
@@ -230,14 +269,13 @@ export class ConsumerDispatcher {
    * only where a slot is free, and while the in-flight budget has room for them, judged by the
    * last batch's bytes a message (none before a first batch has given a size).
    */
-  private async collectBatches(): Promise<LeasedMessage[]> {
+  private async collectBatches(): Promise<Collected> {
     const size = this.settings.maxBatchSize;
-    const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
-    const estimate = this.lastBytesPerMessage === undefined ? undefined : this.lastBytesPerMessage * size;
-    let extra = 0;
-    if (estimate !== undefined && slots > 1) {
-      extra = Math.max(0, Math.min(slots, Math.floor(this.cell.readyCount(slots * size) / size)) - 1);
-      while (extra > 0 && this.budget.bytes + (extra + 1) * estimate > this.budget.maxBytes) extra -= 1;
+    let extra: number;
+    try {
+      extra = this.extraBatches();
+    } catch (error) {
+      return { batch: [], failure: { error } };
     }
     // Asked first, so the cell serves them first: the batch below gets what they leave.
     const extras = Array.from({ length: extra }, () =>
@@ -245,8 +283,23 @@ export class ConsumerDispatcher {
         .lease({ max: size, visibilityTimeoutSeconds: this.visibilitySeconds, owner: this.leaseOwner })
         .then((taken) => this.startExtra(taken)),
     );
-    const [batch] = await Promise.all([this.collectBatch(), ...extras]);
-    return batch;
+    // allSettled, not all: a failed extra lease must not drop the batch collectBatch holds.
+    const [main, ...others] = await Promise.allSettled([this.collectBatch(), ...extras]);
+    const failedExtra = others.find((r) => r.status === "rejected");
+    if (main.status === "rejected") return { batch: [], failure: { error: main.reason } };
+    const failure = main.value.failure ?? (failedExtra === undefined ? undefined : { error: failedExtra.reason });
+    return { batch: main.value.batch, ...(failure === undefined ? {} : { failure }) };
+  }
+
+  /** How many full batches to lease beside the next (see collectBatches). */
+  private extraBatches(): number {
+    const size = this.settings.maxBatchSize;
+    const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
+    const estimate = this.lastBytesPerMessage === undefined ? undefined : this.lastBytesPerMessage * size;
+    if (estimate === undefined || slots <= 1) return 0;
+    let extra = Math.max(0, Math.min(slots, Math.floor(this.cell.readyCount(slots * size) / size)) - 1);
+    while (extra > 0 && this.budget.bytes + (extra + 1) * estimate > this.budget.maxBytes) extra -= 1;
+    return extra;
   }
 
   /**
@@ -262,8 +315,12 @@ export class ConsumerDispatcher {
     }
   }
 
-  /** Leases until the batch is full or its window, from its first message's availability, ends. */
-  private async collectBatch(): Promise<LeasedMessage[]> {
+  /**
+   * Leases until the batch is full or its window, from its first message's availability, ends.
+   * Rejects only when its first lease fails (nothing is leased then); a later lease that fails
+   * ends the batch early, with what it holds.
+   */
+  private async collectBatch(): Promise<Collected> {
     const size = this.settings.maxBatchSize;
     let batch = await this.cell.lease({
       max: size,
@@ -272,7 +329,7 @@ export class ConsumerDispatcher {
       signal: this.abort.signal,
       owner: this.leaseOwner,
     });
-    if (batch.length === 0) return batch;
+    if (batch.length === 0) return { batch };
     const windowEndsAt =
       Math.min(...batch.map((m) => m.availableAt)) + this.settings.maxBatchTimeoutSeconds * 1000;
     while (batch.length < size && this.running) {
@@ -280,17 +337,22 @@ export class ConsumerDispatcher {
       if (remainingMs <= 0) break;
       // fill: the rest of the batch in one lease, once it is all there or the window ends, rather
       // than a lease (and its writes) for every message that arrives meanwhile.
-      const more = await this.cell.lease({
-        max: size - batch.length,
-        visibilityTimeoutSeconds: this.visibilitySeconds,
-        waitSeconds: Math.min(limits.leaseWaitSecondsMax, remainingMs / 1000),
-        signal: this.abort.signal,
-        fill: true,
-        owner: this.leaseOwner,
-      });
+      let more: LeasedMessage[];
+      try {
+        more = await this.cell.lease({
+          max: size - batch.length,
+          visibilityTimeoutSeconds: this.visibilitySeconds,
+          waitSeconds: Math.min(limits.leaseWaitSecondsMax, remainingMs / 1000),
+          signal: this.abort.signal,
+          fill: true,
+          owner: this.leaseOwner,
+        });
+      } catch (error) {
+        return { batch, failure: { error } };
+      }
       batch = batch.concat(more);
     }
-    return batch;
+    return { batch };
   }
 
   private async deliver(batch: LeasedMessage[]): Promise<void> {
@@ -299,6 +361,8 @@ export class ConsumerDispatcher {
     let result: QueueHandlerResult | "wall-time" | "failed";
     let failure: unknown;
     let cancelTimer = (): void => {};
+    const invocation = new AbortController();
+    this.invocations.add(invocation);
     try {
       const metrics = await this.cell.backlogMetrics();
       const metadata: BatchMetadata = {
@@ -309,16 +373,21 @@ export class ConsumerDispatcher {
         },
       };
       const wallTime = new Promise<"wall-time">((resolve) => {
-        cancelTimer = this.clock.schedule(this.clock.now() + this.settings.wallTimeSeconds * 1000, () =>
-          resolve("wall-time"),
-        );
+        cancelTimer = this.clock.schedule(this.clock.now() + this.settings.wallTimeSeconds * 1000, () => {
+          // The batch counts as failed now; a request left open would hold its connection until
+          // workerd answered, if ever.
+          const seconds = this.settings.wallTimeSeconds;
+          invocation.abort(new Error(`the queue() handler of queue "${queue}" ran past its wall time of ${seconds} s`));
+          resolve("wall-time");
+        });
       });
-      result = await Promise.race([this.invoke(queue, batch, metadata), wallTime]);
+      result = await Promise.race([this.invoke(queue, batch, metadata, invocation.signal), wallTime]);
     } catch (error) {
       failure = error;
       result = "failed";
     } finally {
       cancelTimer();
+      this.invocations.delete(invocation);
     }
     if (this.stopping || !this.unsettled.has(batch)) return;
     if (result === "failed" && (failure instanceof BatchNotDeliveredError || (!this.running && !this.runtimeGone))) {
@@ -330,8 +399,8 @@ export class ConsumerDispatcher {
       // see runtimeExited.)
       if (this.running) {
         // Set before the release: the loop's lease may be waiting, and would take them at once.
-        this.backoffMs = Math.min(unreachableBackoffMs.max, this.backoffMs === 0 ? unreachableBackoffMs.first : this.backoffMs * 2);
-        this.pausedUntil = this.clock.now() + this.backoffMs;
+        this.backoffMs = nextBackoffMs(this.backoffMs, unreachableBackoffMs);
+        this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + this.backoffMs);
       }
       await this.releaseBatch(batch);
       if (!this.running) {
@@ -355,10 +424,27 @@ export class ConsumerDispatcher {
         ? { acks: [], retries: batch.map((message) => ({ message, delaySeconds: this.settings.retryDelaySeconds })) }
         : resolveBatchOutcome(batch, result, this.settings.retryDelaySeconds);
     // A leased message names its own lease (id and generation): the acks are the messages.
-    const settled = await this.cell.settle({
-      acks: settlement.acks,
-      nacks: settlement.retries.map(({ message, delaySeconds }) => ({ id: message.id, leaseGeneration: message.leaseGeneration, delaySeconds })),
-    });
+    let settled: SettleResult;
+    try {
+      settled = await this.cell.settle({
+        acks: settlement.acks,
+        nacks: settlement.retries.map(({ message, delaySeconds }) => ({ id: message.id, leaseGeneration: message.leaseGeneration, delaySeconds })),
+      });
+    } catch (error) {
+      // Nothing of the settle was written (the cell's storage failed, or it closed). The leases
+      // are left to run out rather than released: the handler did run, and a lease that runs out
+      // counts as a failed delivery, so a message that keeps failing still reaches max_retries;
+      // a release would hand the messages back as never delivered, and is a write to the same
+      // storage that has just refused one.
+      this.log.error(
+        `queue "${queue}": the outcome of the queue() handler could not be recorded; its ${batch.length} message(s) ` +
+          `stay leased until the lease ends, within ${this.visibilitySeconds} s, and then come back, that delivery counted as failed`,
+        error,
+      );
+      const outcome = typeof result === "string" ? result : result.outcome;
+      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome });
+      return;
+    }
     const fate = failedFate(batch.length, settled.retried, settled.deadLettered);
     if (result === "failed") {
       this.log.error(
@@ -393,6 +479,10 @@ export class ConsumerDispatcher {
       this.log.warn(`queue "${this.settings.queue}": could not hand back ${batch.length} message(s): ${String(error)}`);
     }
   }
+}
+
+function nextBackoffMs(currentMs: number, backoff: { readonly first: number; readonly max: number }): number {
+  return currentMs === 0 ? backoff.first : Math.min(backoff.max, currentMs * 2);
 }
 
 /** What became of a failed batch, in words: retried, and gone after their last delivery. */

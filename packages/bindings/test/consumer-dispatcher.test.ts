@@ -6,8 +6,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, expect, test } from "vitest";
-import { CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
+import { afterEach, beforeEach, expect, onTestFinished, test } from "vitest";
+import { CellError, CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
+import type { QueueHandlerResult } from "../src/batch-outcome.ts";
 import { BatchNotDeliveredError, ConsumerDispatcher, type ConsumerSettings, type QueueInvoker } from "../src/consumer-dispatcher.ts";
 import type { BatchMessage } from "../src/consumer-message.ts";
 import { InFlightBudget } from "../src/in-flight-budget.ts";
@@ -99,7 +100,7 @@ test("with max_batch_timeout 0 each message goes at once, in a batch of what is 
 });
 
 /** A dispatcher on `queue` whose handler holds each batch until the test lets it go. */
-async function holding(queue: string, budget: InFlightBudget, settings: Partial<ConsumerSettings>) {
+async function holding(queue: string, budget: InFlightBudget, settings: Partial<ConsumerSettings>, errors: string[] = []) {
   const cell = await registry.open(queue);
   const held: Array<() => void> = [];
   const d = new ConsumerDispatcher({
@@ -111,7 +112,7 @@ async function holding(queue: string, budget: InFlightBudget, settings: Partial<
       new Promise((resolve) =>
         held.push(() => resolve({ outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] })),
       ),
-    log: { info: () => {}, warn: () => {}, error: () => {} },
+    log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
   });
   extra.push(d);
   d.start();
@@ -192,12 +193,12 @@ test("stop() ends a wait for room at once", async () => {
 }, 10_000);
 
 /** Starts `dispatcher` on `cell` with batches of up to 10 sent at once; returns its error log. */
-function startFailing(cell: QueueCell, invoke: QueueInvoker): string[] {
+function startFailing(cell: QueueCell, invoke: QueueInvoker, settings: Partial<ConsumerSettings> = {}): string[] {
   const errors: string[] = [];
   dispatcher = new ConsumerDispatcher({
     cell,
     clock,
-    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900, ...settings },
     invoke,
     log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
   });
@@ -381,4 +382,185 @@ test("a batch leased alongside that comes back short is handed back, its attempt
   // neither), so this lease is each message's first.
   expect(handedBack).toHaveLength(15);
   expect(handedBack.map((m) => m.deliveries)).toEqual(Array.from({ length: 15 }, () => 1));
+});
+
+const ok = (): QueueHandlerResult => ({ outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] });
+const textOf = (messages: readonly BatchMessage[]): string[] => messages.map((m) => Buffer.from(m.body).toString("utf8"));
+const storageFailed = (): CellError => new CellError("ERR_STORAGE", "the queue's storage failed: injected");
+
+/** Unhandled rejections while the test runs: one ends a Node 20 host. */
+function unhandledRejections(): unknown[] {
+  const seen: unknown[] = [];
+  const listener = (reason: unknown): void => void seen.push(reason);
+  process.on("unhandledRejection", listener);
+  onTestFinished(() => void process.off("unhandledRejection", listener));
+  return seen;
+}
+
+/** The cell's `method` rejects while `failing()` says so; otherwise it is the cell's own. */
+function failWhile<K extends "lease" | "settle">(cell: QueueCell, method: K, failing: () => boolean): void {
+  const real = (cell[method] as (...args: unknown[]) => Promise<unknown>).bind(cell);
+  (cell as unknown as Record<K, unknown>)[method] = (...args: unknown[]) => (failing() ? Promise.reject(storageFailed()) : real(...args));
+}
+
+test("a settle that fails is logged, not thrown: the consumer goes on, and the batch comes back when its lease runs out", async () => {
+  const unhandled = unhandledRejections();
+  const cell = await registry.open("jobs");
+  let settleFailures = 1;
+  failWhile(cell, "settle", () => settleFailures-- > 0);
+  const seen: Array<{ body: string; attempt: number }> = [];
+  const errors = startFailing(cell, async (_queue, messages) => {
+    seen.push(...messages.map((m) => ({ body: Buffer.from(m.body).toString("utf8"), attempt: m.deliveries })));
+    return ok();
+  });
+  await send(cell, "a");
+  await settle();
+  expect(unhandled).toEqual([]);
+  expect(errors).toEqual([
+    'queue "jobs": the outcome of the queue() handler could not be recorded; its 1 message(s) stay leased until the lease ends, ' +
+      "within 960 s, and then come back, that delivery counted as failed",
+  ]);
+  expect(await cell.counts()).toMatchObject({ leased: 1, ready: 0 });
+  await send(cell, "b");
+  await settle();
+  expect(seen).toEqual([{ body: "a", attempt: 1 }, { body: "b", attempt: 1 }]);
+  // The lease is 0 s of window + 900 s of wall time + 60 s of slack.
+  clock.advance(960_000);
+  await settle();
+  expect(seen).toEqual([{ body: "a", attempt: 1 }, { body: "b", attempt: 1 }, { body: "a", attempt: 2 }]);
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+});
+
+test("a lease that fails is logged and tried again after 1 s, doubling, and a lease that works resets the wait", async () => {
+  const cell = await registry.open("jobs");
+  let leaseFailures = 2;
+  failWhile(cell, "lease", () => leaseFailures-- > 0);
+  const batches: string[][] = [];
+  const errors = startFailing(cell, async (_queue, messages) => {
+    batches.push(textOf(messages));
+    return ok();
+  });
+  await settle();
+  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  await send(cell, "a");
+  clock.advance(999);
+  await settle();
+  expect(errors).toHaveLength(1);
+  clock.advance(1);
+  await settle();
+  expect(errors[1]).toBe('queue "jobs": could not take the next batch from the queue; trying again in 2 s');
+  expect(batches).toEqual([]);
+  clock.advance(1_999);
+  await settle();
+  expect(batches).toEqual([]);
+  clock.advance(1);
+  await settle();
+  expect(batches).toEqual([["a"]]);
+
+  // The long poll after "a" ends empty (20 s), and the lease after it fails: 1 s again.
+  leaseFailures = 1;
+  clock.advance(20_000);
+  await settle();
+  expect(errors.slice(2)).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  await send(cell, "b");
+  clock.advance(1_000);
+  await settle();
+  expect(batches).toEqual([["a"], ["b"]]);
+});
+
+test("stop() ends the wait after a failed lease at once", async () => {
+  const cell = await registry.open("jobs");
+  failWhile(cell, "lease", () => true);
+  const errors = startFailing(cell, async () => ok());
+  await settle();
+  expect(errors).toHaveLength(1);
+  await dispatcher!.stop();
+  dispatcher = undefined;
+  clock.advance(60_000);
+  await settle();
+  expect(errors).toHaveLength(1);
+}, 10_000);
+
+test("a batch leased beside one whose lease fails is still run, and the rest follow after the wait", async () => {
+  const cell = await registry.open("beside");
+  await sendMany(cell, 30);
+  // Lease 1 takes the first batch alone; then the second turn's extra lease (asked first) fails.
+  let leases = 0;
+  failWhile(cell, "lease", () => ++leases === 2);
+  const errors: string[] = [];
+  const { dispatcher: d } = await holding("beside", new InFlightBudget(1_000_000), { maxBatchSize: 10, maxConcurrency: 10 }, errors);
+  await settle();
+  expect(leases).toBeGreaterThanOrEqual(3);
+  expect(d.batchesInFlight).toBe(2);
+  expect(await cell.counts()).toMatchObject({ leased: 20, ready: 10 });
+  expect(errors).toEqual(['queue "beside": could not take the next batch from the queue; trying again in 1 s']);
+  clock.advance(1_000);
+  await settle();
+  expect(d.batchesInFlight).toBe(3);
+  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 0 });
+});
+
+test("a batch whose filling lease fails goes out with what it holds", async () => {
+  const cell = await registry.open("jobs");
+  // Lease 1 (the long poll) takes "a"; lease 2 would fill the batch for its 30 s window, and fails.
+  let leases = 0;
+  failWhile(cell, "lease", () => ++leases === 2);
+  const batches: string[][] = [];
+  const errors = startFailing(
+    cell,
+    async (_queue, messages) => {
+      batches.push(textOf(messages));
+      return ok();
+    },
+    { maxBatchSize: 3, maxBatchTimeoutSeconds: 30 },
+  );
+  await send(cell, "a");
+  await settle();
+  expect(batches).toEqual([["a"]]);
+  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+});
+
+test("an invocation that outlives the wall time has its signal aborted, and counts as one failed delivery", async () => {
+  const cell = await registry.open("jobs");
+  const calls: Array<{ attempts: number[]; signal: AbortSignal | undefined }> = [];
+  startFailing(
+    cell,
+    (_queue, messages, _metadata, signal) => {
+      calls.push({ attempts: messages.map((m) => m.deliveries), signal });
+      return new Promise(() => {});
+    },
+    { wallTimeSeconds: 60 },
+  );
+  await send(cell, "slow");
+  await settle();
+  expect(calls).toHaveLength(1);
+  expect(calls[0]?.signal?.aborted).toBe(false);
+  clock.advance(59_999);
+  await settle();
+  expect(calls[0]?.signal?.aborted).toBe(false);
+  clock.advance(1);
+  await settle();
+  expect(calls[0]?.signal?.aborted).toBe(true);
+  // Retried at once (retry delay 0), as its second delivery, with a signal of its own.
+  expect(calls.map((c) => c.attempts)).toEqual([[1], [2]]);
+  expect(calls[1]?.signal?.aborted).toBe(false);
+});
+
+test("stop() aborts the signal of an invocation still running after the grace period, and hands its batch back", async () => {
+  const cell = await registry.open("jobs");
+  const signals: Array<AbortSignal | undefined> = [];
+  startFailing(cell, (_queue, _messages, _metadata, signal) => {
+    signals.push(signal);
+    return new Promise(() => {});
+  });
+  await send(cell, "x");
+  await settle();
+  expect(signals).toHaveLength(1);
+  expect(signals[0]?.aborted).toBe(false);
+  await dispatcher!.stop();
+  dispatcher = undefined;
+  expect(signals[0]?.aborted).toBe(true);
+  const [m] = await cell.lease({ max: 1 });
+  expect(m?.deliveries).toBe(1);
 });

@@ -34,7 +34,7 @@ export class QueueDispatchClient {
 
   /** Runs batches on the consumer Worker the dispatch Worker binds as `binding`. */
   invoker(binding: string): QueueInvoker {
-    return async (queue, messages, metadata) => {
+    return async (queue, messages, metadata, signal) => {
       let response: Dispatcher.ResponseData;
       try {
         response = await this.pool.request({
@@ -42,6 +42,9 @@ export class QueueDispatchClient {
           path: "/",
           headers: { "content-type": "application/octet-stream" },
           body: encodeBatch({ binding, queue, metadata, messages }),
+          // With no timeouts of its own (above), only the dispatcher giving up ends a request
+          // whose handler never answers, and frees its connection.
+          signal: signal ?? null,
         });
       } catch (error) {
         if (!notConnected.has((error as { code?: unknown }).code as string)) throw error;
