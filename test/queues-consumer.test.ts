@@ -8,9 +8,17 @@ interface Seen {
   id: string;
   attempts: number;
   timestamp: number;
+  timestampIsDate: boolean;
+  /** typeof the body inside queue(), or "ArrayBuffer". */
+  kind: string;
   size: number;
+  /** batch.metadata.metrics, its Date spelled out as { date: ms }. */
+  metrics: unknown;
   body: { tag?: string; mode?: string; n?: number } & Record<string, unknown>;
 }
+
+/** What the fixture's "calls" mode does on a first delivery: [method, its options]. */
+type Call = [name: "ack" | "retry" | "ackAll" | "retryAll" | "throw", options?: { delaySeconds: number }];
 
 const fixture = (name: string): string => readFileSync(join(import.meta.dirname, "fixtures", name), "utf8");
 
@@ -43,6 +51,17 @@ max_retries = 2
 retry_delay = 0
 max_concurrency = 2
 dead_letter_queue = "jobs-dlq"
+
+# For the retry_delay tests: a retried message waits 20 s unless the call names a delay.
+[[queues.producers]]
+binding = "SLOW"
+queue = "slow"
+
+[[queues.consumers]]
+queue = "slow"
+max_batch_size = 1
+max_batch_timeout = 0
+retry_delay = 20
 `,
       "app/worker.js": fixture("consumer-worker.js"),
       "dlq/wrangler.jsonc": `{
@@ -66,8 +85,7 @@ dead_letter_queue = "jobs-dlq"
   });
 
   async function seenFor(tag: string): Promise<Seen[]> {
-    seen = seen.concat((await drainJson(await h.cell("seen"))) as Seen[]);
-    return seen.filter((s) => s.body?.tag === tag);
+    return (await seenSince(0)).filter((s) => s.body?.tag === tag);
   }
 
   async function waitSeen(tag: string, count: number): Promise<Seen[]> {
@@ -77,9 +95,33 @@ dead_letter_queue = "jobs-dlq"
     }, `${count} deliveries of "${tag}"`);
   }
 
+  /** Every report the seen queue has received from `mark` (an earlier seenMark()) on. */
+  async function seenSince(mark: number): Promise<Seen[]> {
+    seen = seen.concat((await drainJson(await h.cell("seen"))) as Seen[]);
+    return seen.slice(mark);
+  }
+
+  async function seenMark(): Promise<number> {
+    return (await seenSince(0)).length;
+  }
+
+  async function send(body: unknown, options?: unknown, binding = "JOBS"): Promise<void> {
+    const res = await h.fetch("/send", { method: "POST", body: JSON.stringify({ body, options, binding }) });
+    expect(res.status).toBe(200);
+  }
+
   async function sendBatch(messages: unknown[], options?: unknown): Promise<void> {
     const res = await h.fetch("/send-batch", { method: "POST", body: JSON.stringify({ messages, options }) });
     expect(res.status).toBe(200);
+  }
+
+  /** Waits until no message of the queue is in a batch, and returns its counts then. */
+  async function settled(queue: string): Promise<{ ready: number; delayed: number }> {
+    const cell = await h.cell(queue);
+    return eventually(async () => {
+      const c = await cell.counts();
+      return c.leased === 0 ? c : undefined;
+    }, `the batches of ${queue} to be settled`);
   }
 
   /** Moves the clock on until every retry has run its course and both queues are empty. */
@@ -198,6 +240,136 @@ dead_letter_queue = "jobs-dlq"
     const [s] = await waitSeen("v8", 1);
     expect(s!.body).toEqual({ tag: "v8", dateOk: true, mapOk: true, bytesOk: true });
   });
+
+  test("text bodies arrive as the same strings, from send() and sendBatch()", async () => {
+    await idle();
+    const mark = await seenMark();
+    // JSON-looking text must stay a string; non-ASCII must survive the UTF-8 trip both ways.
+    const texts = ['{"tag":"text","n":1}', "ünïcödé ✓ 😀\n\tend", ""];
+    await send(texts[0], { contentType: "text" });
+    await sendBatch([
+      { body: texts[1], contentType: "text" },
+      { body: texts[2], contentType: "text" },
+    ]);
+    h.clock.advance(5_000);
+    const got = await eventually(async () => {
+      const all = await seenSince(mark);
+      return all.length >= 3 ? all : undefined;
+    }, "the three text messages");
+    expect(got.map((s) => [s.kind, s.body]).sort()).toEqual(texts.map((t) => ["string", t]).sort());
+    await idle();
+  });
+
+  test("batch.metadata.metrics is the queue's backlog at hand-over; message.timestamp is a Date", async () => {
+    await idle();
+    const bodies = [0, 1, 2, 3].map((n) => ({ tag: "metrics", n }));
+    const bytes = new TextEncoder().encode(JSON.stringify(bodies[0])).byteLength;
+    // A full batch of three goes at once; the fourth waits in the backlog for its own window.
+    const mark = h.batches.length;
+    await sendBatch(bodies.map((body) => ({ body })));
+    await waitSeen("metrics", 3);
+    // The fourth opens the next window, leased, so "settled" is the host's report of the first.
+    await eventually(() => h.batches.slice(mark).find((b) => b.queue === "jobs"), "the first batch to be settled");
+    h.clock.advance(5_000);
+    const all = await waitSeen("metrics", 4);
+    const sentAt = all[0]!.timestamp;
+    // One sendBatch: one timestamp, which is also the oldest in the backlog.
+    expect(all.map((s) => s.timestamp)).toEqual([sentAt, sentAt, sentAt, sentAt]);
+    expect(all.map((s) => s.timestampIsDate)).toEqual([true, true, true, true]);
+    const oldest = { date: sentAt };
+    // The backlog counts the batch being handed over, and the message still waiting.
+    expect(all.slice(0, 3).map((s) => s.metrics)).toEqual(
+      Array(3).fill({ backlogCount: 4, backlogBytes: 4 * bytes, oldestMessageTimestamp: oldest }),
+    );
+    expect(all[3]!.metrics).toEqual({ backlogCount: 1, backlogBytes: bytes, oldestMessageTimestamp: oldest });
+    await idle();
+  });
+
+  test("message.retry({ delaySeconds }) brings that message back after the delay; the rest are acked", async () => {
+    await idle();
+    await sendBatch([
+      { body: { tag: "retry-some", mode: "retry-some", retry: false, n: 0 } },
+      { body: { tag: "retry-some", retry: true, n: 1 } },
+      { body: { tag: "retry-some", retry: false, n: 2 } },
+    ]);
+    await waitSeen("retry-some", 3);
+    expect(await settled("jobs")).toMatchObject({ ready: 0, delayed: 1 });
+    h.clock.advance(9_999);
+    expect(await (await h.cell("jobs")).counts()).toMatchObject({ ready: 0, delayed: 1 });
+    h.clock.advance(1);
+    // Available again, it opens a batch window of its own (max_batch_timeout = 5).
+    h.clock.advance(5_000);
+    const all = await waitSeen("retry-some", 4);
+    expect(all[3]).toMatchObject({ attempts: 2, body: { n: 1 } });
+    await idle();
+    expect(await seenFor("retry-some")).toHaveLength(4);
+  });
+
+  // The cases of docs/batching-and-retries.md's table that the tests above do not cover. The first
+  // call for a message wins; where workerd reports both calls, the host settles by its rules.
+  // `dropped`: workerd itself ignores the second call, and says so for each message.
+  const precedence: Array<{ name: string; calls: Call[]; result: "acked" | "retried"; dropped: boolean }> = [
+    { name: "retry() then ack()", calls: [["retry"], ["ack"]], result: "retried", dropped: true },
+    { name: "retry() then ackAll()", calls: [["retry"], ["ackAll"]], result: "retried", dropped: false },
+    { name: "ackAll() then retry()", calls: [["ackAll"], ["retry"]], result: "acked", dropped: true },
+    { name: "retryAll() then ack()", calls: [["retryAll"], ["ack"]], result: "retried", dropped: true },
+    { name: "ack() then retryAll()", calls: [["ack"], ["retryAll"]], result: "acked", dropped: false },
+  ];
+
+  for (const { name, calls, result, dropped } of precedence) {
+    test(`${name}: ${result}`, async () => {
+      await idle();
+      const tag = `precedence: ${name}`;
+      // A full batch goes at once, and so does its retry (retry_delay = 0): no clock needed.
+      await sendBatch([0, 1, 2].map((n) => ({ body: { tag, mode: "calls", calls, n } })));
+      const first = await waitSeen(tag, 3);
+      if (dropped) {
+        const [[earlier], [later]] = calls as [Call, Call];
+        const warning = `Calling ${later}() on a message after calling ${earlier}() has no effect.`;
+        const ids = first.filter((s) => s.attempts === 1).map((s) => `on message ${s.id} after`);
+        await eventually(() => {
+          const lines = h.log.lines.filter((l) => l.endsWith(warning));
+          return ids.every((id) => lines.some((l) => l.includes(id))) ? true : undefined;
+        }, `workerd's "${warning}" for each message`);
+      }
+      if (result === "retried") {
+        const all = await waitSeen(tag, 6);
+        const ids = (attempts: number): string[] => all.filter((s) => s.attempts === attempts).map((s) => s.id).sort();
+        expect(ids(2)).toEqual(ids(1));
+        expect(ids(2)).toHaveLength(3);
+      }
+      // Once the queue is empty nothing more can come back.
+      await idle();
+      expect(await seenFor(tag)).toHaveLength(result === "retried" ? 6 : 3);
+    });
+  }
+
+  // The "slow" consumer has retry_delay = 20; a delay named by the call replaces it, even 0.
+  const retryDelay: Array<{ name: string; calls: Call[]; seconds: number }> = [
+    { name: "a handler that throws", calls: [["throw"]], seconds: 20 },
+    { name: "retry()", calls: [["retry"]], seconds: 20 },
+    { name: "retryAll()", calls: [["retryAll"]], seconds: 20 },
+    { name: "retry({ delaySeconds: 0 })", calls: [["retry", { delaySeconds: 0 }]], seconds: 0 },
+    { name: "retryAll({ delaySeconds: 0 })", calls: [["retryAll", { delaySeconds: 0 }]], seconds: 0 },
+    { name: "retry({ delaySeconds: 5 })", calls: [["retry", { delaySeconds: 5 }]], seconds: 5 },
+  ];
+
+  for (const { name, calls, seconds } of retryDelay) {
+    test(`with retry_delay = 20, ${name} brings the message back after ${seconds} s`, async () => {
+      const tag = `retry_delay: ${name}`;
+      await send({ tag, mode: "calls", calls }, undefined, "SLOW");
+      await waitSeen(tag, 1);
+      if (seconds > 0) {
+        expect(await settled("slow")).toMatchObject({ ready: 0, delayed: 1 });
+        h.clock.advance(seconds * 1000 - 1);
+        expect(await (await h.cell("slow")).counts()).toMatchObject({ ready: 0, delayed: 1 });
+        h.clock.advance(1);
+      }
+      const both = await waitSeen(tag, 2);
+      expect(both[1]!.attempts).toBe(2);
+      await idle("slow");
+    });
+  }
 
   test("at most max_concurrency batches run at once", async () => {
     await idle();
