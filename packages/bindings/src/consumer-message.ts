@@ -24,8 +24,12 @@ export type ConsumerMessage = {
   attempts: number;
 } & ({ body: unknown } | { serializedBody: Uint8Array });
 
-// ignoreBOM: false is the default (a leading BOM is dropped); workers-types wants it spelled out.
-const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
+// A text body is handed over as it was sent, a leading byte-order mark included, as workerd's
+// own queue consumer does (it builds the string from the bytes); ignoreBOM: true keeps it.
+const utf8Text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+// JSON.parse refuses a leading byte-order mark, which a json body sent by a binding never has;
+// one written through the native API is dropped, as TextDecoder does by default.
+const utf8Json = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false });
 
 /**
  * Decodes a stored body by the content type it was sent with. v8 stays as bytes: only workerd can
@@ -37,7 +41,7 @@ export function toConsumerMessage(message: BatchMessage): ConsumerMessage {
     case "v8":
       return { ...base, serializedBody: exactCopy(message.body) };
     case "text":
-      return { ...base, body: utf8.decode(message.body) };
+      return { ...base, body: utf8Text.decode(message.body) };
     case "json":
       return { ...base, body: parseJson(message.body) };
     default:
@@ -48,7 +52,7 @@ export function toConsumerMessage(message: BatchMessage): ConsumerMessage {
 }
 
 function parseJson(body: Uint8Array): unknown {
-  const text = utf8.decode(body);
+  const text = utf8Json.decode(body);
   try {
     return JSON.parse(text) as unknown;
   } catch {
