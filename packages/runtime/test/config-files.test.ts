@@ -51,11 +51,19 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
       },
     ]);
     expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);
-    // migrations are accepted without a word; the deploy-only keys are named as ignored.
+    // migrations are accepted without a word; the deploy-only keys are named as ignored, and the
+    // delivery_delay that Cloudflare would ignore as honoured.
     expect(deployment.warnings).toEqual([
       { file: path, path: "account_id", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: path, path: "workers_dev", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: path, path: "kv_namespaces[0].preview_id", message: "is a deploy setting with no effect on a local host; ignored" },
+      {
+        file: path,
+        path: "queues.producers[1].delivery_delay",
+        message:
+          "delays sends that name no delay by 30 s here; Cloudflare has deprecated it and ignores it, " +
+          "so there they are not delayed (pass delaySeconds to send() to delay on both)",
+      },
     ]);
   });
 

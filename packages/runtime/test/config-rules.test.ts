@@ -253,6 +253,20 @@ describe("warnings", () => {
     expect(deployment.workers[0]?.consumers[0]?.maxBatchSize).toBe(limits.maxBatchSizeDefault);
   });
 
+  test("a delivery_delay that takes effect warns that Cloudflare ignores it; 0 does not", () => {
+    const producers = [
+      { binding: "A", queue: "a", delivery_delay: 30 },
+      { binding: "B", queue: "b", delivery_delay: 0 },
+      { binding: "C", queue: "c" },
+    ];
+    const deployment = parseDeployment(files({ name: "w", queues: { producers } }), everyFileExists);
+    expect(deployment.workers[0]?.producers.map((p) => p.deliveryDelaySeconds)).toEqual([30, 0, 0]);
+    expect(formatWarnings(deployment.warnings)).toEqual([
+      "w.json: queues.producers[0].delivery_delay: delays sends that name no delay by 30 s here; Cloudflare has deprecated it " +
+        "and ignores it, so there they are not delayed (pass delaySeconds to send() to delay on both)",
+    ]);
+  });
+
   test("a failed deployment still carries its warnings, since a typo often explains an error", () => {
     const error = failure(() => parseDeployment(files({ name: "w", mian: "x.js", main: undefined }), everyFileExists));
     expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);

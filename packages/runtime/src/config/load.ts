@@ -18,7 +18,7 @@ import { keyWarnings } from "./key-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
 import { parseConfigText, type ParsedText } from "./read-file.ts";
 import { onlyRequiredSecrets } from "./required-secrets.ts";
-import { workerFileSchema } from "./schema.ts";
+import { workerFileSchema, type WorkerFile } from "./schema.ts";
 
 export interface ConfigSource {
   /** The file's name as the user gave it; relative names resolve against the working directory. */
@@ -123,7 +123,10 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
     else {
       warnings.push(...keyWarnings(path, parsed.value));
       const checked = workerFileSchema.safeParse(parsed.value);
-      if (checked.success) workers.push(toWorkerConfig(configPath, checked.data, devVars));
+      if (checked.success) {
+        workers.push(toWorkerConfig(configPath, checked.data, devVars));
+        warnings.push(...deliveryDelayWarnings(path, checked.data));
+      }
       else issues.push(...checked.error.issues.map((i) => ({ file: path, path: formatPath(i.path), message: i.message })));
     }
     // Two configs in one directory share its `.dev.vars`: say what is wrong with it once.
@@ -156,4 +159,25 @@ function byFileOrder(issues: ConfigIssue[], files: RawFile[]): ConfigIssue[] {
 
 function isFile(path: string): boolean {
   return existsSync(path) && statSync(path).isFile();
+}
+
+/**
+ * celld honours `delivery_delay` (the delay of a send that names none), as Miniflare does, but
+ * Cloudflare has deprecated it and no longer delays those sends: code that relies on it behaves
+ * differently once deployed, so a delay that takes effect here is pointed out.
+ */
+function deliveryDelayWarnings(file: string, config: WorkerFile): ConfigWarning[] {
+  return (config.queues?.producers ?? []).flatMap((producer, i) =>
+    producer.delivery_delay > 0
+      ? [
+          {
+            file,
+            path: `queues.producers[${i}].delivery_delay`,
+            message:
+              `delays sends that name no delay by ${producer.delivery_delay} s here; Cloudflare has deprecated it ` +
+              "and ignores it, so there they are not delayed (pass delaySeconds to send() to delay on both)",
+          },
+        ]
+      : [],
+  );
 }
