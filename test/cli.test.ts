@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -145,6 +146,64 @@ test("a port already in use is one clear error, before workerd starts, and the d
   // The failed start let go of the data directory.
   const again = run(["dev", "--port", "0"], p.dir);
   await waitFor(again, /listening on http:/);
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
+});
+
+/** Resolves once none of `pids` is a live process (a zombie counts as gone), or fails after `ms`. */
+async function gone(pids: number[], ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  const alive = (pid: number): boolean => {
+    try {
+      return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+    } catch {
+      return false;
+    }
+  };
+  while (pids.some(alive)) {
+    if (Date.now() > end) throw new Error(`still running after ${ms} ms: ${pids.filter(alive).join(", ")}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const echoWorker = "export default { fetch() { return new Response('hi'); } };";
+
+test.runIf(process.platform === "linux")("after kill -9 of celld, its workerd is stopped too, and a restart on the same port starts", async () => {
+  const p = appProject("", echoWorker);
+  const first = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  const workerd = childProcessesOf(first.pid).filter((c) => c.name.startsWith("workerd"));
+  expect(workerd.length).toBeGreaterThan(0);
+  first.kill("SIGKILL");
+  await first.exited;
+  // The watchdog polls once a second.
+  await gone(workerd.map((c) => c.pid));
+
+  const again = run(["dev", "--port", new URL(url!).port], p.dir);
+  await waitFor(again, /listening on http:/);
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
+});
+
+test.runIf(process.platform === "linux")("a workerd left running by a killed celld is stopped by the next start on its data directory", async () => {
+  const p = appProject("", echoWorker);
+  const first = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  const children = childProcessesOf(first.pid);
+  const workerd = children.filter((c) => c.name.startsWith("workerd"));
+  const others = children.filter((c) => !c.name.startsWith("workerd"));
+  expect(workerd.length).toBeGreaterThan(0);
+  // The watchdog dies first, as with a kill of everything celld started: workerd is left behind.
+  for (const c of others) process.kill(c.pid, "SIGKILL");
+  first.kill("SIGKILL");
+  await first.exited;
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  expect((await fetch(url!)).status).toBe(200);
+
+  const again = run(["dev", "--port", new URL(url!).port], p.dir);
+  await waitFor(again, /listening on http:/);
+  for (const c of workerd) expect(again.output()).toContain(`stopped workerd (pid ${c.pid}), left running by a celld`);
+  await gone(workerd.map((c) => c.pid));
   again.kill("SIGTERM");
   expect(await again.exited).toBe(0);
 });

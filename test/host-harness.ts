@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach } from "vitest";
@@ -7,6 +7,7 @@ import type { BatchReport } from "@celld/bindings";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
 import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
+import { childProcesses } from "../packages/runtime/src/host/workerd-orphans.ts";
 
 export interface Project {
   dir: string;
@@ -126,17 +127,5 @@ export function tidyAfterEach(): { project: () => Project; runHost: typeof runHo
 
 /** Processes whose parent is `pid`, with their names, from /proc (Linux only). */
 export function childProcessesOf(pid: number): Array<{ pid: number; name: string }> {
-  return readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .flatMap((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-        // The name may hold spaces and parentheses; the fields after it start past the last ")".
-        const close = stat.lastIndexOf(")");
-        const parent = Number(stat.slice(close + 2).split(" ")[1]);
-        return parent === pid ? [{ pid: Number(entry), name: stat.slice(stat.indexOf("(") + 1, close) }] : [];
-      } catch {
-        return []; // gone between listing and reading
-      }
-    });
+  return childProcesses(pid).map(({ pid: child, name }) => ({ pid: child, name }));
 }

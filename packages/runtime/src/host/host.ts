@@ -9,6 +9,7 @@ import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd-v8-flags-default.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
+import { WorkerdGuard, stopLeftoverWorkerd } from "./workerd-orphans.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
@@ -67,6 +68,10 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const listenHost = options.host ?? "127.0.0.1";
   const listenPort = options.port ?? 8787;
   try {
+    // Before the port check: a workerd left by a host that was killed holds the port it had.
+    for (const pid of await stopLeftoverWorkerd(options.dataDir)) {
+      log.warn(`stopped workerd (pid ${pid}), left running by a celld on this data directory that was killed`);
+    }
     await checkPortFree(listenHost, listenPort);
   } catch (error) {
     unlock();
@@ -92,6 +97,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     }),
   ];
   let miniflare: Miniflare | undefined;
+  let guard: WorkerdGuard | undefined;
   try {
     for (const plugin of plugins) await plugin.prepare();
     const workers: WorkerOptions[] = [];
@@ -151,6 +157,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       },
     });
     await miniflare.ready;
+    guard = WorkerdGuard.start(options.dataDir);
     const mf = miniflare;
     const url = await mf.unsafeGetDirectURL(first.name);
     for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
@@ -163,6 +170,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
         running = false;
         for (const plugin of plugins) await plugin.stop(graceMs);
         await mf.dispose();
+        guard?.stop();
         for (const plugin of plugins) await plugin.dispose();
         await registry.closeAll();
         unlock();
@@ -171,6 +179,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
   } catch (error) {
     for (const plugin of plugins) await plugin.stop(0).catch(() => undefined);
     await miniflare?.dispose().catch(() => undefined);
+    guard?.stop();
     for (const plugin of plugins) await plugin.dispose().catch(() => undefined);
     await registry.closeAll();
     unlock();
