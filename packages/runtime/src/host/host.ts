@@ -9,7 +9,7 @@ import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd-v8-flags-default.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
-import { WorkerdGuard, stopLeftoverWorkerd } from "./workerd-orphans.ts";
+import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
@@ -144,6 +144,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       if (shown !== undefined) log.runtime(shown, stream);
     };
     setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
+    const workerdBefore = workerdChildren();
     miniflare = new Miniflare({
       workers,
       cf: false,
@@ -157,7 +158,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       },
     });
     await miniflare.ready;
-    guard = WorkerdGuard.start(options.dataDir);
+    guard = WorkerdGuard.start(options.dataDir, workerdBefore);
     const mf = miniflare;
     const url = await mf.unsafeGetDirectURL(first.name);
     for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });

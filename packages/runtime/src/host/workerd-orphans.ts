@@ -58,17 +58,26 @@ export function childProcesses(pid: number): ProcessInfo[] {
   });
 }
 
-/** Watches the workerd this process started; stop() once that workerd has been stopped. */
+/** This process's workerd children. */
+export function workerdChildren(): ProcessInfo[] {
+  return childProcesses(process.pid).filter((p) => p.name.startsWith("workerd"));
+}
+
+/** Watches the workerd a host started; stop() once that workerd has been stopped. */
 export class WorkerdGuard {
   private constructor(
     private readonly recordPath: string,
     private readonly watchdog: ChildProcess | undefined,
   ) {}
 
-  /** Records this process's workerd children in `dataDir` and starts their watchdog. */
-  static start(dataDir: string): WorkerdGuard {
+  /**
+   * Records in `dataDir` this process's workerd children that `before` (taken before Miniflare
+   * started) does not list, and starts their watchdog. Other hosts in this process keep theirs.
+   */
+  static start(dataDir: string, before: readonly ProcessInfo[]): WorkerdGuard {
     const recordPath = join(dataDir, recordName);
-    const workerd = childProcesses(process.pid).filter((p) => p.name.startsWith("workerd"));
+    const known = new Set(before.map((p) => `${p.pid}@${p.startTicks}`));
+    const workerd = workerdChildren().filter((p) => !known.has(`${p.pid}@${p.startTicks}`));
     if (workerd.length === 0) return new WorkerdGuard(recordPath, undefined);
     writeFileSync(recordPath, `${JSON.stringify(workerd.map(({ pid, startTicks }) => ({ pid, startTicks })))}\n`);
     const pairs = workerd.flatMap((p) => [String(p.pid), p.startTicks]);
