@@ -181,6 +181,7 @@ retry_delay = 20
     // Same message: id and timestamp survive the move; the dead-letter queue counts afresh.
     expect(fromDlq[0]).toMatchObject({ id: fromJobs[0]!.id, timestamp: fromJobs[0]!.timestamp, attempts: 1 });
     expect(h.log.lines.some((l) => l.includes('outcome "exception"'))).toBe(true);
+    expect(h.log.lines.some((l) => l.endsWith('1 had no retries left and went to the dead-letter queue "jobs-dlq"'))).toBe(true);
   });
 
   test("an explicit ack survives a throw; the rest are retried", async () => {

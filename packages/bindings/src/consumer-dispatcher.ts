@@ -1,4 +1,12 @@
-import { limits, systemClock, type Clock, type LeasedMessage, type QueueCell, type SettleResult } from "@celld/queue-cell";
+import {
+  limits,
+  systemClock,
+  type Clock,
+  type DeadLetterPolicy,
+  type LeasedMessage,
+  type QueueCell,
+  type SettleResult,
+} from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
@@ -175,7 +183,15 @@ export class ConsumerDispatcher {
       await Promise.race([Promise.all(this.inFlight), new Promise((r) => setTimeout(r, graceMs).unref())]);
     }
     this.stopping = true;
-    await Promise.all([...this.unsettled].map((batch) => this.releaseBatch(batch)));
+    const cutShort = [...this.unsettled];
+    if (cutShort.length > 0) {
+      const messages = cutShort.reduce((sum, batch) => sum + batch.length, 0);
+      this.log.info(
+        `queue "${this.settings.queue}": ${messages} message(s) still in queue() handlers at shutdown handed back, ` +
+          "their delivery not counted",
+      );
+    }
+    await Promise.all(cutShort.map((batch) => this.releaseBatch(batch)));
     // Their batches are back in the queue: nothing waits for these answers any more, and a request
     // left open would hold its connection until workerd answered, if ever.
     const stopped = new Error(`the consumer of queue "${this.settings.queue}" stopped`);
@@ -445,7 +461,7 @@ export class ConsumerDispatcher {
       this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome });
       return;
     }
-    const fate = failedFate(batch.length, settled.retried, settled.deadLettered);
+    const fate = failedFate(batch.length, settled.retried, settled.deadLettered, this.cell.queueConfig.deadLetter);
     if (result === "failed") {
       this.log.error(
         `queue "${queue}": the queue() handler did not answer (workerd may have ended while it ran) ` +
@@ -486,10 +502,21 @@ function nextBackoffMs(currentMs: number, backoff: { readonly first: number; rea
 }
 
 /** What became of a failed batch, in words: retried, and gone after their last delivery. */
-function failedFate(size: number, retried: number, deadLettered: number): string {
+function failedFate(size: number, retried: number, deadLettered: number, deadLetter: DeadLetterPolicy): string {
   const parts = [`${retried} of ${size} message(s) will be retried`];
-  if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and left the queue`);
+  if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and ${whereDeadLettersWent(deadLetter, deadLettered)}`);
   return parts.join("; ");
+}
+
+function whereDeadLettersWent(deadLetter: DeadLetterPolicy, count: number): string {
+  switch (deadLetter.kind) {
+    case "queue":
+      return `went to the dead-letter queue "${deadLetter.queue}"`;
+    case "delete":
+      return `${count === 1 ? "was" : "were"} deleted (the consumer names no dead_letter_queue)`;
+    case "set":
+      return "went to the queue's dead-letter set";
+  }
 }
 
 function refsOf(batch: readonly LeasedMessage[]): Array<{ id: string; leaseGeneration: number }> {

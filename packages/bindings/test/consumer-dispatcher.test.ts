@@ -193,14 +193,14 @@ test("stop() ends a wait for room at once", async () => {
 }, 10_000);
 
 /** Starts `dispatcher` on `cell` with batches of up to 10 sent at once; returns its error log. */
-function startFailing(cell: QueueCell, invoke: QueueInvoker, settings: Partial<ConsumerSettings> = {}): string[] {
+function startFailing(cell: QueueCell, invoke: QueueInvoker, settings: Partial<ConsumerSettings> = {}, infos: string[] = []): string[] {
   const errors: string[] = [];
   dispatcher = new ConsumerDispatcher({
     cell,
     clock,
     settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900, ...settings },
     invoke,
-    log: { info: () => {}, warn: () => {}, error: (message) => errors.push(message) },
+    log: { info: (message) => infos.push(message), warn: () => {}, error: (message) => errors.push(message) },
   });
   dispatcher.start();
   return errors;
@@ -257,7 +257,7 @@ test("a batch whose answer never came (workerd died while it ran) counts as a fa
   expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
   expect(errors).toEqual([
     'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 1 of 1 message(s) will be retried',
-    'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 0 of 1 message(s) will be retried; 1 had no retries left and left the queue',
+    'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)',
   ]);
 });
 
@@ -550,10 +550,16 @@ test("an invocation that outlives the wall time has its signal aborted, and coun
 test("stop() aborts the signal of an invocation still running after the grace period, and hands its batch back", async () => {
   const cell = await registry.open("jobs");
   const signals: Array<AbortSignal | undefined> = [];
-  startFailing(cell, (_queue, _messages, _metadata, signal) => {
-    signals.push(signal);
-    return new Promise(() => {});
-  });
+  const infos: string[] = [];
+  startFailing(
+    cell,
+    (_queue, _messages, _metadata, signal) => {
+      signals.push(signal);
+      return new Promise(() => {});
+    },
+    {},
+    infos,
+  );
   await send(cell, "x");
   await settle();
   expect(signals).toHaveLength(1);
@@ -561,6 +567,7 @@ test("stop() aborts the signal of an invocation still running after the grace pe
   await dispatcher!.stop();
   dispatcher = undefined;
   expect(signals[0]?.aborted).toBe(true);
+  expect(infos).toEqual(['queue "jobs": 1 message(s) still in queue() handlers at shutdown handed back, their delivery not counted']);
   const [m] = await cell.lease({ max: 1 });
   expect(m?.deliveries).toBe(1);
 });
