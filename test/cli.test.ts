@@ -292,6 +292,9 @@ test("unknown flags and commands get the usage text, and the name they were prob
   const missing = run(["dev", "--port"], process.cwd());
   expect(await missing.exited).toBe(2);
   expect(missing.output()).toMatch(/^celld: --port needs a value\n\nUsage: celld dev/);
+  const none = run([], process.cwd());
+  expect(await none.exited).toBe(2);
+  expect(none.output()).toMatch(/^celld: no command given; "celld dev" runs your Workers\n\nUsage: celld dev/);
 });
 
 test("--help after a command prints the usage, and --version the versions of celld and its runtime", async () => {

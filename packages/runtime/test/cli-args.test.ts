@@ -50,5 +50,8 @@ describe("celld's argument refusals say what to type instead", () => {
 
   test("a port out of range names the flag and the bound", () => {
     expect(refusal(() => parseDevArgs(["--port", "70000"], cwd))).toBe('--port must be a port number from 0 to 65535, got "70000"');
+    // A negative value is a value, not the next option.
+    expect(refusal(() => parseDevArgs(["--port", "-1"], cwd))).toBe('--port must be a port number from 0 to 65535, got "-1"');
+    expect(refusal(() => parseDevArgs(["--api-port", "-8"], cwd))).toBe('--api-port must be a port number from 0 to 65535, got "-8"');
   });
 });

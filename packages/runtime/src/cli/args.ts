@@ -135,7 +135,8 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
  */
 function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
   try {
-    return parseArgs(config);
+    // The same options, with their values where parseArgs finds them: the config's type holds.
+    return parseArgs({ ...config, args: negativeValuesJoined(config.args ?? [], config.options ?? {}) } as T);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     const message = (error as Error).message;
@@ -156,6 +157,25 @@ function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof p
     }
     throw error;
   }
+}
+
+/**
+ * `--port -1` as `--port=-1`: parseArgs reads a value that starts with "-" as the next option,
+ * and would say "--port needs a value" where the value is there and out of range.
+ */
+function negativeValuesJoined(args: readonly string[], options: NonNullable<ParseArgsConfig["options"]>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    if (arg.startsWith("--") && options[arg.slice(2)]?.type === "string" && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
 }
 
 function port(flag: string, text: string): number {

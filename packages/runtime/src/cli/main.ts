@@ -27,9 +27,10 @@ async function main(argv: string[]): Promise<number> {
       console.log(versionText());
       return 0;
     case undefined:
+      throw new UsageError('no command given; "celld dev" runs your Workers');
     case "help":
       console.log(usage);
-      return command === undefined ? 1 : 0;
+      return 0;
     default: {
       const meant = closestKey(command, commands);
       throw new UsageError(`unknown command "${command}"${meant === undefined ? "" : ` (did you mean "${meant}"?)`}`);
