@@ -104,7 +104,7 @@ describe("files that cannot be read", () => {
   test("bad JSON syntax names the file and the line", () => {
     const path = at("bad-json", "wrangler.json");
     const issues = issuesOf(() => loadDeployment([path]));
-    expect(issues[0]).toEqual({ file: path, path: "", message: "JSON syntax error at line 4, column 3: CommaExpected" });
+    expect(issues[0]).toEqual({ file: path, path: "", message: "JSON syntax error at line 4, column 3: a comma was expected before this" });
   });
 
   test("a syntax error in one file does not hide the other files' errors", () => {
@@ -128,10 +128,10 @@ describe("files that cannot be read", () => {
     const broken = at("bad-json", "wrangler.json");
     expect(issuesOf(() => loadDeployment([missing, broken])).map((i) => [i.file, i.message])).toEqual([
       [missing, "config file not found"],
-      [broken, "JSON syntax error at line 4, column 3: CommaExpected"],
+      [broken, "JSON syntax error at line 4, column 3: a comma was expected before this"],
     ]);
     const [issue] = issuesOf(() => parseDeployment([{ path: "wrangler.yaml", text: "name: x" }]));
-    expect(issue?.message).toContain("use wrangler.toml, wrangler.json or wrangler.jsonc");
+    expect(issue?.message).toContain("its name must end in .toml, .json or .jsonc");
   });
 
   test("a file that is not a table, and a deployment of no files, are refused", () => {

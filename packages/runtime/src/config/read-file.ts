@@ -1,5 +1,5 @@
 import { extname } from "node:path";
-import { parse as parseJsonc, printParseErrorCode, type ParseError } from "jsonc-parser";
+import { parse as parseJsonc, printParseErrorCode, type ParseError, type ParseErrorCode } from "jsonc-parser";
 import { parse as parseToml, TomlError } from "smol-toml";
 import type { ConfigIssue } from "./issues.ts";
 
@@ -22,7 +22,7 @@ export type ParsedText = { ok: true; value: unknown } | { ok: false; issues: Con
 export function parseConfigText(file: string, text: string): ParsedText {
   const syntax = syntaxOf(file);
   if (syntax === undefined) {
-    return fail(file, "is not a config file celld reads: use wrangler.toml, wrangler.json or wrangler.jsonc");
+    return fail(file, "is not a config file celld reads: its name must end in .toml, .json or .jsonc (as wrangler.toml does)");
   }
   return syntax === "toml" ? parseTomlText(file, text) : parseJsoncText(file, text);
 }
@@ -46,10 +46,35 @@ function parseJsoncText(file: string, text: string): ParsedText {
     ok: false,
     issues: errors.map((e) => {
       const { line, column } = lineAndColumn(text, e.offset);
-      const message = `JSON syntax error at line ${line}, column ${column}: ${printParseErrorCode(e.error)}`;
+      const message = `JSON syntax error at line ${line}, column ${column}: ${jsonErrorText(e.error)}`;
       return { file, path: "", message };
     }),
   };
+}
+
+/** jsonc-parser's error codes, as a person editing the file would put them. */
+const jsonErrorTexts: Record<string, string> = {
+  InvalidSymbol: "unexpected character (keys and strings take double quotes)",
+  InvalidNumberFormat: "a number is not written as JSON writes numbers",
+  PropertyNameExpected: "a key in double quotes was expected",
+  ValueExpected: "a value was expected",
+  ColonExpected: "a colon was expected after the key",
+  CommaExpected: "a comma was expected before this",
+  CloseBraceExpected: "a closing } was expected",
+  CloseBracketExpected: "a closing ] was expected",
+  EndOfFileExpected: "the file should end after its top-level object",
+  InvalidCommentToken: "a comment is not written as // or /* */",
+  UnexpectedEndOfComment: "a /* comment is not closed",
+  UnexpectedEndOfString: "a string is not closed",
+  UnexpectedEndOfNumber: "a number ends too early",
+  InvalidUnicode: "a \\u escape needs four hex digits",
+  InvalidEscapeCharacter: "an escape sequence that JSON does not have",
+  InvalidCharacter: "a control character (a raw newline or tab) inside a string",
+};
+
+function jsonErrorText(code: ParseErrorCode): string {
+  const name = printParseErrorCode(code);
+  return jsonErrorTexts[name] ?? name;
 }
 
 function lineAndColumn(text: string, offset: number): { line: number; column: number } {
