@@ -70,11 +70,17 @@ export async function dev(args: DevArgs): Promise<number> {
       }
       stopping = true;
       log.info(`${signal}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
-      const closeApi = async (): Promise<void> => {
-        await api?.close();
-        apiKeys?.close();
+      const closeAll = async (): Promise<void> => {
+        // Closing the host hands running batches back and closes the cells: a failed API close
+        // must not skip it.
+        try {
+          await api?.close();
+          apiKeys?.close();
+        } finally {
+          await host.close(shutdownGraceMs);
+        }
       };
-      closeApi().then(() => host.close(shutdownGraceMs)).then(
+      closeAll().then(
         () => {
           log.info("stopped");
           resolve(exitCode);
