@@ -1,6 +1,6 @@
 import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
-import { CellError, checkRange } from "./errors.ts";
+import { CellError, checkRange, isCellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
@@ -712,7 +712,9 @@ export class QueueCell {
     if (this.mover !== undefined) return;
     this.mover = this.moveDeadLetters()
       .catch((error: unknown) => {
-        this.onBackgroundError(error);
+        // A target closed under the move (idle, or the host stopping) is no failure: the rows
+        // stay moving, and the move is taken up again below, or at the next open.
+        if (!isCellError(error, "ERR_CELL_CLOSED")) this.onBackgroundError(error);
         if (!this.closed) {
           this.clock.schedule(this.clock.now() + moveRetryMs, () => {
             if (!this.closed) this.startMover();

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
+import { CellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { QueueCell } from "./queue-cell.ts";
 import type { Durability } from "./sqlite-store.ts";
@@ -30,6 +31,7 @@ export class CellRegistry {
   private readonly dir: string;
   private readonly clock: Clock;
   private readonly ids = new UlidSource();
+  private closing = false;
 
   constructor(private readonly options: CellRegistryOptions) {
     this.dir = join(options.dataDir, "cells");
@@ -71,6 +73,7 @@ export class CellRegistry {
 
   /** The open cell for `name`, opening (and creating) it on first use. */
   open(name: string, config?: Partial<QueueConfig>): Promise<QueueCell> {
+    if (this.closing) return Promise.reject(new CellError("ERR_CELL_CLOSED", `queue "${name}" is closed: every queue is closing`));
     const existing = this.cells.get(name);
     if (existing !== undefined) {
       return config === undefined ? existing : existing.then(async (cell) => (await cell.configure(config), cell));
@@ -130,11 +133,21 @@ export class CellRegistry {
     await (await cell.catch(() => undefined))?.close();
   }
 
+  /**
+   * Closes every cell. No cell opens while it runs (a dead-letter move finishing meanwhile would
+   * open its target again, left open after the host let go of the data directory); once it has
+   * resolved, every cell's background work has ended, and the registry may open cells again.
+   */
   async closeAll(): Promise<void> {
+    this.closing = true;
     const cancel = this.cancelIdleSweep;
     this.cancelIdleSweep = undefined;
     cancel?.();
-    await Promise.all(this.openNames().map((name) => this.close(name)));
+    try {
+      await Promise.all(this.openNames().map((name) => this.close(name)));
+    } finally {
+      this.closing = false;
+    }
   }
 
   pathOf(name: string): string {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { limits } from "../src/index.ts";
+import { limits, type QueueCell } from "../src/index.ts";
 import { bodies, cellHarness, refs, settle, text } from "./cell-harness.ts";
 
 const dayMs = 86_400_000;
@@ -104,6 +104,32 @@ describe("dead-lettering", () => {
     expect(await reopened.counts()).toMatchObject({ movingToDeadLetterQueue: 0 });
     await reopened.close();
     await dlq.close();
+  });
+
+  test("a move whose target closed under it is taken up again a second later, and is no error", async () => {
+    const errors: unknown[] = [];
+    const targets: QueueCell[] = [];
+    const h = cellHarness({
+      config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } },
+      onBackgroundError: (error) => errors.push(error),
+      // The first lookup finds the target as it closed (idle, or the host stopping); the next, open.
+      resolveCell: async () => targets.shift()!,
+    });
+    const closedTarget = h.open("dlq");
+    await closedTarget.close();
+    const target = h.open("dlq");
+    targets.push(closedTarget, target);
+    await h.cell.send([text("a")]);
+    await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+    await settle();
+    expect(await h.cell.counts()).toMatchObject({ movingToDeadLetterQueue: 1 });
+    h.clock.advance(1_000);
+    await settle();
+    expect(bodies(await target.lease({ max: 1 }))).toEqual(["a"]);
+    expect(await h.cell.counts()).toMatchObject({ movingToDeadLetterQueue: 0 });
+    expect(errors).toEqual([]);
+    await h.cell.close();
+    await target.close();
   });
 
   test("a queue cannot be its own dead-letter queue", () => {

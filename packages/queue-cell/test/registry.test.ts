@@ -71,3 +71,15 @@ test("drop removes a queue's file", async () => {
   expect(existsSync(registry.pathOf("gone"))).toBe(false);
   expect(registry.storedNames()).toEqual([]);
 });
+
+test("while closeAll runs no cell opens (a dead-letter move finishing then cannot reopen its target); after it, cells open again", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off" });
+  await (await registry.open("q")).send([text("kept")]);
+  const closing = registry.closeAll();
+  await expect(registry.open("dlq")).rejects.toMatchObject({ code: "ERR_CELL_CLOSED" });
+  await closing;
+  expect(registry.openNames()).toEqual([]);
+  // A server restarted on the same registry finds its queues.
+  expect((await (await registry.open("q")).counts()).ready).toBe(1);
+  await registry.closeAll();
+});
