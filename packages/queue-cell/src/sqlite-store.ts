@@ -205,6 +205,9 @@ export class SqliteCellStore implements CellStore {
   }
 
   transaction<T>(fn: () => T): T {
+    // Nothing more is written on a log whose flush failed (WalSync.failed says why).
+    const failed = this.walSync?.failed;
+    if (failed !== undefined) throw failed;
     const saved = { ...this.counts };
     const savedOldest = this.oldestBacklog;
     const savedPacks = this.packs;

@@ -104,7 +104,8 @@ export interface CellStore {
   /**
    * Resolves once every transaction committed so far is on disk (rejects with ERR_STORAGE if
    * that failed). Undefined when a transaction is already as durable as it will get when it
-   * returns (a backend that flushes inside commit, or durability off).
+   * returns (a backend that flushes inside commit, or durability off). Once a flush has failed,
+   * the store takes no more transactions: `transaction` throws that ERR_STORAGE from then on.
    */
   durable(): Promise<void> | undefined;
 

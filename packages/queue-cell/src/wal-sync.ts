@@ -23,8 +23,13 @@ export class WalSync {
   private waiting: Waiter[] = [];
   /** The callers of the flush now running. */
   private flushing: Waiter[] = [];
-  /** A flush failed, so what is committed may not be on disk: the next call flushes, wrote or not. */
-  private unflushedFailure = false;
+  /**
+   * Set by the first flush that fails, for good. After a failed fsync, Linux may have dropped the
+   * pages it could not write and reports the failure once: a later flush can succeed without them.
+   * A commit after that would sit in the log past a hole that recovery stops at, so nothing more is
+   * answered as durable on this log, and the store takes no more writes (see `failed`).
+   */
+  private failure: CellError | undefined;
   private closed = false;
 
   constructor(
@@ -56,8 +61,8 @@ export class WalSync {
    * leases each cost an fdatasync, and a send arriving meanwhile waited behind it.
    */
   durable(wrote = true): Promise<void> | undefined {
-    if (wrote || this.unflushedFailure) {
-      this.unflushedFailure = false;
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (wrote) {
       return new Promise<void>((resolve, reject) => {
         this.waiting.push({ resolve, reject });
         if (!this.running) this.flush();
@@ -66,6 +71,11 @@ export class WalSync {
     const covering = this.waiting.length > 0 ? this.waiting : this.running ? this.flushing : undefined;
     if (covering === undefined) return undefined;
     return new Promise<void>((resolve, reject) => void covering.push({ resolve, reject }));
+  }
+
+  /** Why the log takes no more writes: a flush failed. Undefined while every flush has worked. */
+  get failed(): CellError | undefined {
+    return this.failure;
   }
 
   /** Closes the WAL handle once no flush is running (SQLite may already have deleted the file). */
@@ -90,13 +100,23 @@ export class WalSync {
       if (error === null) {
         for (const w of batch) w.resolve();
       } else {
-        this.unflushedFailure = true;
-        // What the disk holds is unknown: every caller is told the write failed; none is told it
-        // is durable.
-        const failure = new CellError("ERR_STORAGE", `the queue's storage failed: flushing its log: ${error.message}`, {
-          cause: error,
-        });
-        for (const w of batch) w.reject(failure);
+        // What the disk holds is unknown: no caller is told its write is durable, and each is told
+        // that it may have taken effect all the same (it is in the log, and a restart may find it).
+        this.failure ??= new CellError(
+          "ERR_STORAGE",
+          `the queue's storage failed: flushing its log to disk failed earlier (${error.message}), so it takes no ` +
+            "more writes until celld is restarted; what was answered before that failure is on disk",
+          { cause: error },
+        );
+        const uncertain = new CellError(
+          "ERR_STORAGE",
+          `the queue's storage failed: flushing its log to disk failed (${error.message}); this call may or may not ` +
+            "have taken effect, and the queue takes no more writes until celld is restarted",
+          { cause: error },
+        );
+        // Those committed while this flush ran wait for the next, which will not come: their
+        // writes are in the log as well.
+        for (const w of batch.concat(this.waiting.splice(0))) w.reject(uncertain);
       }
       if (this.waiting.length > 0) this.flush();
       else if (this.closed) this.release();
