@@ -42,7 +42,8 @@ function run(args: string[], cwd: string, options: { detached?: boolean } = {}):
   return {
     pid: proc.pid!,
     output: () => output,
-    exited: new Promise((resolve) => proc.on("exit", (code) => resolve(code))),
+    // "close": after the process has ended and its output has all been read.
+    exited: new Promise((resolve) => proc.on("close", (code) => resolve(code))),
     kill: (signal) => proc.kill(signal),
     killGroup: (signal) => process.kill(-proc.pid!, signal),
   };
