@@ -30,7 +30,11 @@ export class CellError extends Error {
   readonly field: string | undefined;
   readonly value: unknown;
   readonly bound: string | undefined;
-  /** The same call may succeed later; nothing of this call was written. */
+  /**
+   * The same call may succeed later, and nothing of this call was written; except that a call
+   * whose commit's flush to disk failed is told, in its ERR_STORAGE message, that it may have
+   * taken effect (see WalSync).
+   */
   readonly retryable: boolean;
 
   constructor(code: CellErrorCode, message: string, details: CellErrorDetails = {}) {
