@@ -213,3 +213,24 @@ test.runIf(process.platform === "linux")("workerd gone: waiting messages keep th
   expect(h.log.lines.filter((l) => l.includes("could not be run"))).toHaveLength(1);
   expect(h.log.lines.filter((l) => l.includes("workerd (the Workers runtime) exited unexpectedly"))).toHaveLength(1);
 });
+
+test("a consumer Worker whose default export has no queue() handler is pointed out at start", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
+  const other = p.write({
+    "noq/wrangler.toml": `
+name = "noq"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.consumers = [{ queue = "other" }]
+`,
+    "noq/worker.js": "export default { async fetch() { return new Response('no queue here'); } };",
+  });
+  const h = await runHost([config, other], p.dataDir);
+  hosts.push(h);
+  const warning =
+    '[celld] warning: Worker "noq" consumes "other" but its default export has no queue() handler: ' +
+    "every batch will fail, and its messages be retried, then dead-lettered or deleted";
+  await eventually(() => (h.log.lines.some((l) => l.includes(warning)) ? true : undefined), "the warning");
+  // The Worker that has one is not named.
+  expect(h.log.lines.filter((l) => l.includes("has no queue() handler"))).toHaveLength(1);
+});

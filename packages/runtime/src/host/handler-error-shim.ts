@@ -7,7 +7,7 @@
  * (console.error, which workerd passes to the host's stderr) and rethrow it, so the response, the
  * outcome and the retries are what they would have been.
  */
-export function handlerErrorShim(mainPath: string): string {
+export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[] }): string {
   const main = JSON.stringify(mainPath);
   return `import * as user from ${main};
 export * from ${main};
@@ -60,5 +60,24 @@ if (typeof original === "function" && original.prototype && handlers.some((h) =>
   }
 }
 export default wrapped;
+${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarning(consumer.worker, consumer.queues)}`;
+}
+
+/**
+ * A consumer Worker whose default export has no queue() handler still deploys, and each batch then
+ * fails in workerd ("we lack a handler for QueueEvents") until its messages run out of retries.
+ * Said once, as the Worker's module is loaded, so the author sees it at start rather than after
+ * the first batch has failed.
+ */
+function missingQueueWarning(worker: string, queues: readonly string[]): string {
+  const named = queues.map((q) => `"${q}"`).join(", ");
+  const text =
+    `[celld] warning: Worker "${worker}" consumes ${named} but its default export has no queue() handler: ` +
+    "every batch will fail, and its messages be retried, then dead-lettered or deleted";
+  return `const hasQueue =
+  typeof original === "function"
+    ? !!original.prototype && typeof original.prototype.queue === "function"
+    : original !== null && typeof original === "object" && typeof original.queue === "function";
+if (!hasQueue) console.error(${JSON.stringify(text)});
 `;
 }

@@ -196,5 +196,6 @@ export async function startHost(options: HostOptions): Promise<Host> {
 async function bundleFor(worker: WorkerConfig): Promise<WorkerBundle> {
   const plain = await bundleWorker(worker);
   if (!plain.exports.includes("default")) return plain;
-  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main) });
+  const consumer = { worker: worker.name, queues: worker.consumers.map((c) => c.queue) };
+  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer) });
 }
