@@ -5,7 +5,8 @@
  * and its JavaScript stack in the host's log, the Worker's entry is wrapped: its module is
  * re-exported unchanged, and the default export's fetch and queue handlers print a thrown error
  * (console.error, which workerd passes to the host's stderr) and rethrow it, so the response, the
- * outcome and the retries are what they would have been.
+ * outcome and the retries are what they would have been. For a consumer Worker, the shim also
+ * says at load when the default export has no queue() handler (see missingQueueWarning).
  */
 export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[] }): string {
   const main = JSON.stringify(mainPath);
