@@ -26,12 +26,17 @@ const what = {
   queue: (batch) => \`queue() handler for "\${batch && batch.queue}"\`,
 };
 const handlers = Object.keys(what);
+// Whether the default export has handler h: on a class's prototype, or on an object.
+const has = (h) =>
+  typeof original === "function"
+    ? !!original.prototype && typeof original.prototype[h] === "function"
+    : original !== null && typeof original === "object" && typeof original[h] === "function";
 let wrapped = original;
-if (typeof original === "function" && original.prototype && handlers.some((h) => typeof original.prototype[h] === "function")) {
+if (typeof original === "function" && handlers.some(has)) {
   // A class default export (WorkerEntrypoint): a subclass with the same name.
   wrapped = class extends original {};
   for (const h of handlers) {
-    if (typeof original.prototype[h] !== "function") continue;
+    if (!has(h)) continue;
     Object.defineProperty(wrapped.prototype, h, {
       configurable: true,
       writable: true,
@@ -46,10 +51,10 @@ if (typeof original === "function" && original.prototype && handlers.some((h) =>
     });
   }
   Object.defineProperty(wrapped, "name", { value: original.name });
-} else if (original !== null && typeof original === "object" && handlers.some((h) => typeof original[h] === "function")) {
+} else if (typeof original === "object" && handlers.some(has)) {
   wrapped = Object.assign(Object.create(Object.getPrototypeOf(original)), original);
   for (const h of handlers) {
-    if (typeof original[h] !== "function") continue;
+    if (!has(h)) continue;
     wrapped[h] = async function (...args) {
       try {
         return await original[h].apply(this, args);
@@ -75,10 +80,6 @@ function missingQueueWarning(worker: string, queues: readonly string[]): string 
   const text =
     `[celld] warning: Worker "${worker}" consumes ${named} but its default export has no queue() handler: ` +
     "every batch will fail, and its messages be retried, then dead-lettered or deleted";
-  return `const hasQueue =
-  typeof original === "function"
-    ? !!original.prototype && typeof original.prototype.queue === "function"
-    : original !== null && typeof original === "object" && typeof original.queue === "function";
-if (!hasQueue) console.error(${JSON.stringify(text)});
+  return `if (!has("queue")) console.error(${JSON.stringify(text)});
 `;
 }
