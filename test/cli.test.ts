@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
+import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
 import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
 const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
@@ -155,11 +155,8 @@ test("a port already in use is one clear error, before workerd starts, and the d
 async function gone(pids: number[], ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   const alive = (pid: number): boolean => {
-    try {
-      return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
-    } catch {
-      return false;
-    }
+    const state = readProcess(pid)?.state;
+    return state !== undefined && state !== "Z";
   };
   while (pids.some(alive)) {
     if (Date.now() > end) throw new Error(`still running after ${ms} ms: ${pids.filter(alive).join(", ")}`);

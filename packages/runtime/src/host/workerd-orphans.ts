@@ -21,7 +21,11 @@ import { join } from "node:path";
 export interface ProcessInfo {
   pid: number;
   name: string;
+  /** One letter: R running, S sleeping, Z a zombie (ended, not yet reaped), and so on. */
+  state: string;
   parent: number;
+  /** CPU time used so far, user and system, in clock ticks (USER_HZ, 100 a second). */
+  cpuTicks: number;
   /** Clock ticks after boot when it started: with the pid, names one process for good. */
   startTicks: string;
 }
@@ -39,8 +43,16 @@ export function readProcess(pid: number): ProcessInfo | undefined {
   // The name may hold spaces and parentheses; the fields after it start past the last ")".
   const close = stat.lastIndexOf(")");
   const fields = stat.slice(close + 2).split(" ");
-  // After the name: state, ppid, ..., starttime (field 22 of stat, the 20th here).
-  return { pid, name: stat.slice(stat.indexOf("(") + 1, close), parent: Number(fields[1]), startTicks: fields[19] ?? "" };
+  // After the name: state, ppid, ..., utime and stime (fields 14-15 of stat, the 12th-13th
+  // here), ..., starttime (field 22, the 20th here).
+  return {
+    pid,
+    name: stat.slice(stat.indexOf("(") + 1, close),
+    state: fields[0] ?? "",
+    parent: Number(fields[1]),
+    cpuTicks: Number(fields[11]) + Number(fields[12]),
+    startTicks: fields[19] ?? "",
+  };
 }
 
 /** The processes whose parent is `pid` (none where there is no /proc). */
