@@ -124,6 +124,60 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
   expect(await second.exited).toBe(0);
 });
 
+/** A Worker whose queue() handler takes `handlerMs` and logs its start and end; GET gives the queue's metrics. */
+function slowConsumerProject(handlerMs: number): Project {
+  return appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
+`, `export default {
+  async fetch(req, env) {
+    if (req.method === "POST") { await env.JOBS.send({ job: 1 }); return new Response("queued"); }
+    return Response.json(await env.JOBS.metrics());
+  },
+  async queue(batch) {
+    const m = batch.messages[0];
+    console.log("handling attempt " + m.attempts);
+    await new Promise((resolve) => setTimeout(resolve, ${handlerMs}));
+    console.log("done attempt " + m.attempts);
+  },
+};`);
+}
+
+test("a SIGTERM to celld alone lets a running batch finish and records it: the restart finds the queue empty", async () => {
+  const p = slowConsumerProject(1_500);
+  const first = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
+  await waitFor(first, /handling attempt 1/);
+  // As a service manager that signals only the main process would: workerd lives on meanwhile.
+  first.kill("SIGTERM");
+  expect(await first.exited).toBe(0);
+  expect(first.output()).toContain("done attempt 1");
+  expect(first.output()).not.toContain("handed back");
+
+  const second = run(["dev", "--port", "0"], p.dir);
+  const [, url2] = await waitFor(second, /listening on (http:\/\/\S+)/);
+  expect(((await (await fetch(url2!)).json()) as { backlogCount: number }).backlogCount).toBe(0);
+  second.kill("SIGTERM");
+  expect(await second.exited).toBe(0);
+  expect(second.output()).not.toContain("handling attempt");
+});
+
+test("a Ctrl-C (SIGINT to celld and workerd at once) hands a running batch back uncounted: the restart delivers it as attempt 1", async () => {
+  const p = slowConsumerProject(600_000);
+  const first = run(["dev", "--port", "0"], p.dir, { detached: true });
+  const [, url] = await waitFor(first, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
+  await waitFor(first, /handling attempt 1/);
+  first.killGroup("SIGINT");
+  expect(await first.exited).toBe(0);
+  expect(first.output()).toMatch(/1 message\(s\) (in flight|still in queue\(\) handlers) at shutdown handed back/);
+
+  const second = run(["dev", "--port", "0"], p.dir, { detached: true });
+  await waitFor(second, /handling attempt 1/, 15_000);
+  second.killGroup("SIGINT");
+  expect(await second.exited).toBe(0);
+});
+
 test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
   const p = appProject("", "export default { fetch() { return new Response('hi'); } };");
   const holder = createServer();
