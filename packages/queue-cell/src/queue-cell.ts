@@ -551,11 +551,15 @@ export class QueueCell {
 
   /**
    * When the cell last did anything, if nothing is going on that needs it open: no call in
-   * flight, no waiting lease, no lease to expire, no dead-letter move. Otherwise undefined.
+   * flight, no waiting lease, no lease to expire, no dead-letter move, no failed flush. Otherwise
+   * undefined.
    * Delayed messages and retention need no open cell: the next open applies what fell due.
    */
   idleSince(): number | undefined {
     if (this.closed || this.loop.queued > 0 || this.producerCallsInFlight > 0) return undefined;
+    // A cell whose flush failed stays open and refusing until celld restarts, as its errors say:
+    // closed as idle, it would open again on the next call and take writes on the same disk.
+    if (this.store.failed !== undefined) return undefined;
     if (this.waiters.size > 0 || this.mover !== undefined) return undefined;
     const totals = this.store.totals();
     if (totals.leased > 0 || totals.moving > 0) return undefined;

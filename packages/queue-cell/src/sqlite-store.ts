@@ -52,7 +52,7 @@ import {
   type PackToLease,
   type RemovedRow,
 } from "./sqlite-rows.ts";
-import { WalCheckpointer } from "./wal-checkpointer.ts";
+import { CheckpointFlushError, WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type SyncFile } from "./wal-sync.ts";
 
@@ -68,8 +68,16 @@ export interface SqliteStoreOptions {
   syncFile?: SyncFile;
   /** With `full`: how much log not yet copied into the database triggers a checkpoint after a flush. */
   checkpointWalBytes?: number;
-  /** Told of a failed checkpoint (it is tried again after the next flush). */
+  /**
+   * Told of a failed checkpoint: tried again after the next flush, unless a flush failed (then the
+   * store takes no more writes; see `failed`).
+   */
   onBackgroundError?: (error: unknown) => void;
+  /**
+   * With `full`: copies the log into the database file off the event loop (the WalCheckpointer's
+   * thread; tests stand in for it to make a copy's flush fail).
+   */
+  copyLog?: (path: string) => Promise<void>;
 }
 
 /**
@@ -134,11 +142,20 @@ export class SqliteCellStore implements CellStore {
   /** The highest last id of any pack held since the store opened: a new pack's ids must be above it. */
   private packIdFloor: string;
 
+  /** Set for good by a failed flush of the database file in a checkpoint (see checkpointFailed). */
+  private checkpointFlushFailure: CellError | undefined;
+  private readonly copyLog: (path: string) => Promise<void>;
+
   constructor(
     private readonly path: string,
     options: SqliteStoreOptions = {},
   ) {
-    this.db = new Database(path);
+    this.copyLog = options.copyLog ?? ((file) => WalCheckpointer.get().checkpoint(file));
+    try {
+      this.db = new Database(path);
+    } catch (error) {
+      throw storageError(error, `opening ${path}`);
+    }
     try {
       this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
       this.db.pragma("journal_mode = WAL");
@@ -183,6 +200,8 @@ export class SqliteCellStore implements CellStore {
         this.checkpoint();
       }
     } catch (error) {
+      // The open's checkpoint flushes both files: one that failed leaves the log as the record.
+      if (isFlushFailure(error)) this.checkpointFlushFailure = flushFailedError(error);
       // A cell that failed to open keeps no descriptors: a disk that keeps failing would
       // otherwise leak a connection and two file handles at every attempt to reopen it.
       try {
@@ -190,8 +209,16 @@ export class SqliteCellStore implements CellStore {
       } catch {
         // The open's own error is the one to report.
       }
-      throw error;
+      throw this.checkpointFlushFailure ?? storageError(error, `opening ${path}`);
     }
+  }
+
+  /**
+   * Why the store takes no more writes, for good: a flush of its log (WalSync.failed) or of its
+   * database file in a checkpoint failed. Undefined while every flush has worked.
+   */
+  get failed(): CellError | undefined {
+    return this.walSync?.failed ?? this.checkpointFlushFailure;
   }
 
   durable(): Promise<void> | undefined {
@@ -205,8 +232,8 @@ export class SqliteCellStore implements CellStore {
   }
 
   transaction<T>(fn: () => T): T {
-    // Nothing more is written on a log whose flush failed (WalSync.failed says why).
-    const failed = this.walSync?.failed;
+    // Nothing more is written once a flush has failed (see `failed`).
+    const failed = this.failed;
     if (failed !== undefined) throw failed;
     const saved = { ...this.counts };
     const savedOldest = this.oldestBacklog;
@@ -220,12 +247,7 @@ export class SqliteCellStore implements CellStore {
       this.oldestBacklog = savedOldest;
       this.packs = savedPacks;
       this.mayHaveDelayed = true;
-      if (error instanceof Database.SqliteError) {
-        throw new CellError("ERR_STORAGE", `the queue's storage failed: ${error.message} (${error.code})`, {
-          cause: error,
-        });
-      }
-      throw error;
+      throw storageError(error);
     }
   }
 
@@ -668,14 +690,40 @@ export class SqliteCellStore implements CellStore {
     if (this.checkpointerConnected) WalCheckpointer.forgetIfRunning(this.path);
     this.checkpointerConnected = false;
     if (this.db.open) {
-      // The last connection's close checkpoints the log into the file and deletes it: with the
-      // file flushed as well.
-      if (this.walSync !== undefined) this.db.pragma("synchronous = FULL");
-      this.db.close();
+      if (this.failed !== undefined) {
+        this.closeKeepingLog();
+      } else {
+        // The last connection's close checkpoints the log into the file and deletes it: with the
+        // file flushed as well.
+        if (this.walSync !== undefined) this.db.pragma("synchronous = FULL");
+        this.db.close();
+      }
     }
     this.walSync?.close();
     this.walIndex?.close();
     this.walIndex = undefined;
+  }
+
+  /**
+   * Closes without the checkpoint the last connection's close runs. After a failed flush the log on
+   * disk is what the next open recovers from, and what the OS holds of either file may not be what
+   * the disk holds: a copy from it could write pages the disk never had into the file, and would
+   * then delete the log. A read-only connection open across ours keeps ours from being the last,
+   * and, being read-only, runs no checkpoint when it closes in turn. If it cannot open, the close
+   * checkpoints with both files flushed, which deletes the log only if both flushes worked.
+   */
+  private closeKeepingLog(): void {
+    let reader: Database.Database | undefined;
+    try {
+      reader = new Database(this.path, { readonly: true, fileMustExist: true });
+      reader.prepare("SELECT count(*) FROM sqlite_master").get();
+    } catch {
+      reader?.close();
+      reader = undefined;
+      this.db.pragma("synchronous = FULL");
+    }
+    this.db.close();
+    reader?.close();
   }
 
   /**
@@ -702,6 +750,8 @@ export class SqliteCellStore implements CellStore {
    */
   private checkpointIfLarge(): void {
     if (!this.db.open || this.db.inTransaction || this.backgroundCheckpoint !== undefined) return;
+    // After a failed flush the log must keep every frame for the next open: no copy starts it over.
+    if (this.failed !== undefined) return;
     let size: number | undefined;
     try {
       size = this.walIndex?.uncheckpointedBytes();
@@ -714,7 +764,7 @@ export class SqliteCellStore implements CellStore {
     this.backgroundCheckpoint = this.copyInBackground()
       .then(() => {
         // Closed meanwhile: its close copied the rest.
-        if (this.db.open) this.checkpoint();
+        if (this.db.open && this.failed === undefined) this.checkpoint();
       })
       .catch((error: unknown) => this.checkpointFailed(error))
       .finally(() => {
@@ -725,16 +775,29 @@ export class SqliteCellStore implements CellStore {
   /** Copies on the checkpointer's thread until little is left, or backgroundCopiesMax times. */
   private async copyInBackground(): Promise<void> {
     for (let i = 0; i < backgroundCopiesMax && this.db.open; i++) {
-      await WalCheckpointer.get().checkpoint(this.path);
+      await this.copyLog(this.path);
       if (!this.db.open || (this.walIndex?.uncheckpointedBytes() ?? 0) < this.checkpointWalBytes / 16) return;
     }
   }
 
   /**
-   * Reported, not thrown: it runs after a flush, where a throw would end the process. Nothing
-   * committed is at risk: the log keeps it, and the next flush tries the checkpoint again.
+   * Reported, not thrown: it runs after a flush, where a throw would end the process.
+   *
+   * A copy that failed to write (a full disk) risks nothing: the log keeps every frame, SQLite's
+   * mark of what was copied did not move, and the next flush tries again. A failed flush does: a
+   * copy that stopped short of the log's end has moved the mark without flushing the file, and
+   * Linux may have dropped the pages it could not write and report that only once, so a later
+   * flush would succeed without them, and the next RESTART would start the log over those frames.
+   * As with a failed flush of the log (WalSync), the store then takes no more writes and starts no
+   * more checkpoints: the log keeps every frame, and the next open recovers from it, copying all of
+   * it again.
    */
   private checkpointFailed(error: unknown): void {
+    if (isFlushFailure(error)) {
+      this.checkpointFlushFailure ??= flushFailedError(error);
+      this.onBackgroundError(this.checkpointFlushFailure);
+      return;
+    }
     this.onBackgroundError(
       new CellError("ERR_STORAGE", `the queue's storage failed: checkpointing its log: ${(error as Error).message}`, {
         cause: error,
@@ -792,4 +855,28 @@ export class SqliteCellStore implements CellStore {
         break;
     }
   }
+}
+
+/** A failed flush, of the database file by the checkpoint thread or of either file by SQLite. */
+function isFlushFailure(error: unknown): boolean {
+  return (
+    error instanceof CheckpointFlushError ||
+    (error instanceof Database.SqliteError && /^SQLITE_IOERR_(DIR_)?FSYNC$/.test(error.code))
+  );
+}
+
+function flushFailedError(error: unknown): CellError {
+  return new CellError(
+    "ERR_STORAGE",
+    `the queue's storage failed: flushing its database file to disk failed (${(error as Error).message}), so it takes ` +
+      "no more writes until celld is restarted; what was answered before that failure is on disk",
+    { cause: error },
+  );
+}
+
+/** SQLite's own failures as ERR_STORAGE (retryable); anything else unchanged. */
+function storageError(error: unknown, doing?: string): unknown {
+  if (!(error instanceof Database.SqliteError)) return error;
+  const what = doing === undefined ? "" : ` ${doing}:`;
+  return new CellError("ERR_STORAGE", `the queue's storage failed:${what} ${error.message} (${error.code})`, { cause: error });
 }

@@ -1,3 +1,5 @@
+import type { CellError } from "./errors.ts";
+
 /**
  * The storage seam. A cell's rules (fencing, dead-lettering, retention, admission) live in the
  * cell; a store only keeps rows and answers indexed questions about them. Every mutation runs
@@ -108,6 +110,12 @@ export interface CellStore {
    * the store takes no more transactions: `transaction` throws that ERR_STORAGE from then on.
    */
   durable(): Promise<void> | undefined;
+  /**
+   * Why the store takes no more transactions, for good: a flush of its log or of its database
+   * file failed, and only a restart (which recovers from the log on disk) may write again.
+   * Undefined while every flush has worked.
+   */
+  readonly failed: CellError | undefined;
 
   /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];

@@ -46,7 +46,7 @@ export class WalCheckpointer {
       this.pending.delete(reply.id);
       this.release();
       if (reply.error === undefined) waiter.resolve();
-      else waiter.reject(new Error(reply.error));
+      else waiter.reject(reply.flushFailed === true ? new CheckpointFlushError(reply.error) : new Error(reply.error));
     });
     // The thread died (it catches SQLite's errors itself): fail what waits, so no store waits on a
     // copy forever with its log growing, and start a new thread at the next checkpoint.
@@ -94,6 +94,16 @@ export class WalCheckpointer {
   }
 }
 
+/**
+ * A checkpoint's flush failed: of the database file after a copy, or of the log by SQLite. The
+ * copy may already count as done (a PASSIVE copy that stops short of the log's end moves SQLite's
+ * mark without flushing the file), and Linux may have dropped the pages it could not write: see
+ * SqliteCellStore's checkpointFailed for what the store does.
+ */
+export class CheckpointFlushError extends Error {
+  override readonly name = "CheckpointFlushError";
+}
+
 type Request =
   | { id: number; kind: "checkpoint"; path: string }
   | { id: 0; kind: "forget"; path: string; done: Int32Array };
@@ -101,6 +111,8 @@ type Request =
 interface Reply {
   id: number;
   error?: string;
+  /** The error was a failed flush (see CheckpointFlushError). */
+  flushFailed?: boolean;
 }
 
 // The thread's code, evaluated as CommonJS. It must not run the host's TypeScript loader, and
@@ -139,10 +151,16 @@ parentPort.on("message", (request) => {
     file.db.pragma("wal_checkpoint(PASSIVE)");
     // SQLite flushes the file only after a copy that reaches the end of the log, which under
     // steady writes is the writer's short one: flushed here, that one has little left to flush.
-    fsyncSync(file.fd);
+    try {
+      fsyncSync(file.fd);
+    } catch (error) {
+      error.flushFailed = true;
+      throw error;
+    }
     parentPort.postMessage({ id: request.id });
   } catch (error) {
-    parentPort.postMessage({ id: request.id, error: String(error && error.message ? error.message : error) });
+    const flushFailed = error != null && (error.flushFailed === true || /^SQLITE_IOERR_(DIR_)?FSYNC$/.test(error.code));
+    parentPort.postMessage({ id: request.id, error: String(error && error.message ? error.message : error), flushFailed });
   }
 });
 `;

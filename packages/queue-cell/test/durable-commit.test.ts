@@ -1,10 +1,10 @@
-import { existsSync, statSync } from "node:fs";
+import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } from "../src/index.ts";
 import type { Worker } from "node:worker_threads";
-import { WalCheckpointer } from "../src/wal-checkpointer.ts";
+import { CheckpointFlushError, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
@@ -169,6 +169,95 @@ describe("durable commits (durability full)", () => {
     await again.send([text("after")]);
     expect(await again.counts()).toMatchObject({ ready: 2 });
     await again.close();
+  });
+
+  it("a cell whose flush failed keeps refusing: it is never idle, so it is not closed and opened again", async () => {
+    const sync = heldSync();
+    const clock = new ManualClock();
+    const path = join(tempDir(), "q.sqlite");
+    const cell = new QueueCell({ name: "q", store: new SqliteCellStore(path, { durability: "full", syncFile: sync.syncFile }), clock });
+    const sent = cell.send([text("a")]);
+    await settled(sent);
+    sync.finish(new Error("EIO: i/o error, fdatasync"));
+    await expect(sent).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    clock.advance(3_600_000);
+    expect(cell.idleSince()).toBeUndefined();
+    await cell.close();
+  });
+
+  it("a failed close-time flush is no reason to copy the log: after a failed flush, close leaves it for the next open", async () => {
+    const sync = heldSync();
+    const { cell, path } = cellWith(sync.syncFile);
+    const answered = cell.send([text("answered")]);
+    await settled(answered);
+    sync.finish();
+    await answered;
+    const maybe = cell.send([text("maybe")]);
+    await settled(maybe);
+    sync.finish(new Error("EIO: i/o error, fdatasync"));
+    await expect(maybe).rejects.toMatchObject({ code: "ERR_STORAGE" });
+    const fileBytes = statSync(path).size;
+    await cell.close();
+    // Not copied into the database file and deleted, as a clean close does.
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(0);
+    expect(statSync(path).size).toBe(fileBytes);
+    const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect(await again.counts()).toMatchObject({ ready: 2 });
+    await again.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+  });
+
+  it("a failed flush of the database file in a checkpoint stops writes and keeps the log, which the next open recovers", async () => {
+    const errors: unknown[] = [];
+    const path = join(tempDir(), "q.sqlite");
+    let failCopies = false;
+    const store = new SqliteCellStore(path, {
+      durability: "full",
+      syncFile: (_fd, done) => setImmediate(() => done(null)),
+      checkpointWalBytes: 64 * 1024,
+      onBackgroundError: (error) => errors.push(error),
+      // The copy itself runs; only its flush of the file is made to fail.
+      copyLog: async (file) => {
+        await WalCheckpointer.get().checkpoint(file);
+        if (failCopies) throw new CheckpointFlushError("EIO: i/o error, fsync");
+      },
+    });
+    const cell = new QueueCell({ name: "q", store, clock: new ManualClock() });
+    const body = "x".repeat(4_000);
+    for (let i = 0; i < 20; i++) await cell.send([text(body)]);
+    failCopies = true;
+    let answered = 20;
+    // Sends go on until the failure is seen: each is answered once its log flush has worked.
+    for (let i = 0; i < 200 && store.failed === undefined; i++) {
+      await cell.send([text(body)]);
+      answered++;
+      if (errors.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await until(() => store.failed !== undefined, "the failed checkpoint flush");
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toMatch(/flushing its database file to disk failed \(EIO: i\/o error, fsync\), so it takes no more writes until celld is restarted/);
+    await expect(cell.send([text("after")])).rejects.toThrow(/takes no more writes until celld is restarted/);
+    await cell.close();
+    // The log was neither started over nor deleted: the next open copies all of it again.
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(0);
+    const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect((await again.counts()).ready).toBe(answered);
+    await again.send([text("after restart")]);
+    await again.close();
+  });
+
+  it("a file that is not a cell's database is refused as ERR_STORAGE naming the file, not as an internal error", async () => {
+    const path = join(tempDir(), "q.sqlite");
+    writeFileSync(path, "not a database, but a file of this name ".repeat(200));
+    const error = (() => {
+      try {
+        new SqliteCellStore(path, { durability: "full" });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isCellError(error, "ERR_STORAGE")).toBe(true);
+    expect((error as Error).message).toContain(`the queue's storage failed: opening ${path}: file is not a database (SQLITE_NOTADB)`);
   });
 
   it("close waits for the last flush, and what it answered is there on reopen", async () => {
