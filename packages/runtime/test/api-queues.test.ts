@@ -1,7 +1,11 @@
-import { describe, expect, it } from "vitest";
-import { limits } from "@celld/queue-cell";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { CellRegistry, ManualClock, UlidSource, limits, type QueueCell } from "@celld/queue-cell";
+import { Catalog } from "../src/api/catalog.ts";
 import { defaultWorkerEnv, startApiServer } from "../src/api/index.ts";
+import { QueueDirectory } from "../src/api/queue-directory.ts";
 import { apiHarness, event, testEnv } from "./api-harness.ts";
 
 describe("the queues collection", () => {
@@ -269,5 +273,95 @@ describe("the queues collection", () => {
     const res = await h.call("POST", `/v1/${defaultWorkerEnv}/queues`, { key, body: { name: "fresh", max_deliveries: 3 } });
     expect(res.json).toMatchObject({ origin: "api", max_deliveries: 3 });
     expect((await h.registry.open("fresh")).queueConfig.maxDeliveries).toBe(3);
+  });
+});
+
+describe("admin calls that meet", () => {
+  /** A directory over a fresh data dir, driven directly so a test can hold one call at an await. */
+  function directoryHarness() {
+    const dir = mkdtempSync(join(tmpdir(), "celld-directory-"));
+    const clock = new ManualClock();
+    const registry = new CellRegistry({ dataDir: dir, clock, durability: "off" });
+    const catalog = Catalog.open(dir);
+    const directory = new QueueDirectory(catalog, registry, clock, new UlidSource());
+    onTestFinished(async () => {
+      await registry.closeAll();
+      catalog.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return { registry, catalog, directory };
+  }
+
+  const settings = { visibilityTimeout: 30, maxDeliveries: 1, deliveryDelay: 0, deadLetterQueue: null };
+  const source = `${testEnv}/queues/rsrc0`;
+  const target = `${testEnv}/queues/rtgt0`;
+
+  /** Holds the next call of `method` on `cell` until release(); `reached` resolves once it is made. */
+  function holdNext(cell: QueueCell, method: "configure" | "close") {
+    const original = cell[method].bind(cell) as (...args: unknown[]) => Promise<unknown>;
+    let entered!: () => void;
+    let release!: () => void;
+    const reached = new Promise<void>((resolve) => (entered = resolve));
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    vi.spyOn(cell, method).mockImplementationOnce((async (...args: unknown[]) => {
+      entered();
+      await gate;
+      return original(...args);
+    }) as never);
+    return { reached, release };
+  }
+
+  /** Lets the other call go as far as it can while one is held: its checks come before any I/O. */
+  const stepsRun = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  it("a delete of a queue waits for an update pointing dead letters at it, then is refused", async () => {
+    const { registry, catalog, directory } = directoryHarness();
+    await directory.create(testEnv, "rsrc0", settings);
+    await directory.create(testEnv, "rtgt0", settings);
+    const held = holdNext(await registry.open(source), "configure");
+    const updating = directory.update(source, { deadLetterQueue: target });
+    await held.reached;
+    const removing = directory.remove(target);
+    removing.catch(() => undefined);
+    await stepsRun();
+    held.release();
+    expect((await updating).settings?.deadLetterQueue).toBe(target);
+    await expect(removing).rejects.toMatchObject({ code: "failed_precondition", field: "name" });
+    expect(catalog.getQueue(target)).toBeDefined();
+    expect(existsSync(registry.pathOf(target))).toBe(true);
+  });
+
+  it("two updates that would close a loop between them do not both pass the loop check", async () => {
+    const { registry, catalog, directory } = directoryHarness();
+    await directory.create(testEnv, "rsrc0", settings);
+    await directory.create(testEnv, "rtgt0", settings);
+    const held = holdNext(await registry.open(source), "configure");
+    const first = directory.update(source, { deadLetterQueue: target });
+    await held.reached;
+    const second = directory.update(target, { deadLetterQueue: source });
+    second.catch(() => undefined);
+    await stepsRun();
+    held.release();
+    await first;
+    await expect(second).rejects.toMatchObject({ code: "invalid_argument", bound: "a chain of dead-letter queues without loops" });
+    expect(catalog.getQueue(target)?.settings?.deadLetterQueue).toBeNull();
+  });
+
+  it("an update naming a queue whose delete is under way waits for it, then is refused", async () => {
+    const { registry, catalog, directory } = directoryHarness();
+    await directory.create(testEnv, "rsrc0", settings);
+    await directory.create(testEnv, "rtgt0", settings);
+    // The delete waits at its cell's close; the update arrives meanwhile.
+    const held = holdNext(await registry.open(target), "close");
+    const removing = directory.remove(target);
+    await held.reached;
+    const updating = directory.update(source, { deadLetterQueue: target });
+    updating.catch(() => undefined);
+    await stepsRun();
+    held.release();
+    await removing;
+    await expect(updating).rejects.toMatchObject({ code: "invalid_argument", field: "dead_letter_queue" });
+    expect(catalog.getQueue(source)?.settings?.deadLetterQueue).toBeNull();
+    expect((await registry.open(source)).queueConfig.deadLetter).toEqual({ kind: "set" });
   });
 });

@@ -45,7 +45,7 @@ export class QueueDirectory {
   private readonly retiring = new Set<string>();
   /** Cells whose settings have been applied from the catalog by this process. */
   private readonly reconciled = new Set<string>();
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private adminTail: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly catalog: Catalog,
@@ -151,7 +151,7 @@ export class QueueDirectory {
 
   async create(env: string, queue: string, settings: ApiQueueSettings): Promise<QueueRow> {
     const name = childName(env, "queues", queue);
-    return this.serial(name, async () => {
+    return this.serial(async () => {
       if (this.find(name) !== undefined) throw new ApiError("already_exists", `queue ${name} already exists`, { field: "name" });
       this.checkDeadLetterQueue(name, settings.deadLetterQueue);
       const now = this.clock.now();
@@ -183,7 +183,7 @@ export class QueueDirectory {
   }
 
   async update(name: string, patch: Partial<ApiQueueSettings>): Promise<QueueRow> {
-    return this.serial(name, () =>
+    return this.serial(() =>
       this.withCell(name, async (cell, row) => {
         if (row.settings === null) throw declaredByWorkers(name);
         const settings: ApiQueueSettings = { ...row.settings, ...stripUndefined(patch) };
@@ -198,7 +198,7 @@ export class QueueDirectory {
 
   /** Deletes the queue and every message in it, and the subscriptions that route into it. */
   async remove(name: string): Promise<void> {
-    return this.serial(name, async () => {
+    return this.serial(async () => {
       const row = this.require(name);
       // A Workers queue the config no longer declares may go; while declared, the config owns it.
       if (row.settings === null && this.isDeclared(row.queue) !== false) throw declaredByWorkers(name);
@@ -301,15 +301,15 @@ export class QueueDirectory {
     }
   }
 
-  /** Admin calls on one queue run one at a time, so the cell and the catalog agree after each. */
-  private serial<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(name) ?? Promise.resolve();
-    const next = previous.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.locks.set(name, tail);
-    void tail.then(() => {
-      if (this.locks.get(name) === tail) this.locks.delete(name);
-    });
+  /**
+   * Creates, updates and deletes run one at a time, across all queues, so the cells and the
+   * catalog agree after each. One queue's lock would not do: an update checks other queues (its
+   * dead_letter_queue exists, no loop closes) and writes the catalog only after awaiting its cell,
+   * and a delete of its target reading the catalog in between would find no user and go ahead.
+   */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.adminTail.then(fn);
+    this.adminTail = next.catch(() => undefined);
     return next;
   }
 }
