@@ -28,10 +28,15 @@ export interface QueueCellOptions {
   ids?: UlidSource;
   /** Settings to apply (and persist) on open; unset ones keep their stored or default values. */
   config?: Partial<QueueConfig>;
-  /** Finds the cell a `{ kind: "queue" }` dead-letter policy names. */
-  resolveCell?: (queue: string) => Promise<QueueCell>;
+  /**
+   * Finds the cell a `{ kind: "queue" }` dead-letter policy names; undefined when there is no such
+   * queue, and then the move keeps the messages in this queue's own dead-letter set.
+   */
+  resolveCell?: (queue: string) => Promise<QueueCell | undefined>;
   /** Told about failures of background work (dead-letter moves) that will be retried. */
   onBackgroundError?: (error: unknown) => void;
+  /** Told, in words for an operator, when messages stay somewhere other than they were meant to go. */
+  onWarning?: (message: string) => void;
 }
 
 export interface BacklogMetrics {
@@ -129,8 +134,9 @@ export class QueueCell {
   private readonly ids: UlidSource;
   private readonly loop: WriteLoop;
   private readonly waiters: LeaseWaiters;
-  private readonly resolveCell: ((queue: string) => Promise<QueueCell>) | undefined;
+  private readonly resolveCell: ((queue: string) => Promise<QueueCell | undefined>) | undefined;
   private readonly onBackgroundError: (error: unknown) => void;
+  private readonly onWarning: (message: string) => void;
   private config: QueueConfig;
   private producerCallsInFlight = 0;
   /** Time never goes back inside a cell, so entry times rise with seq (retention relies on it). */
@@ -154,6 +160,7 @@ export class QueueCell {
       throw new TypeError("QueueCell needs a path or a store");
     }
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
+    this.onWarning = options.onWarning ?? (() => {});
     this.store =
       options.store ??
       new SqliteCellStore(options.path!, {
@@ -736,14 +743,28 @@ export class QueueCell {
     while (!this.closed) {
       const rows = this.store.listByState(MessageState.moving, 0, moveSliceRows);
       if (rows.length === 0) return;
-      if (policy.kind !== "queue" || this.resolveCell === undefined) {
-        // The policy changed since these were dead-lettered: keep them in this queue's own set.
-        await this.loop.submit((nowMs) =>
-          this.forEachStillMoving(rows, (head) => this.store.setState(head, MessageState.dead, nowMs)),
-        );
+      // The policy changed since these were dead-lettered, or its queue does not exist (deleted, or
+      // never created): keep them in this queue's own set, where they can be listed and replayed.
+      // Waiting for the queue instead would retry for ever, and hand a queue created later under
+      // that name messages older than itself.
+      const target = policy.kind === "queue" ? await this.resolveCell?.(policy.queue) : undefined;
+      if (target === undefined) {
+        const kept = await this.loop.submit((nowMs) => {
+          let n = 0;
+          this.forEachStillMoving(rows, (head) => {
+            this.store.setState(head, MessageState.dead, nowMs);
+            n += 1;
+          });
+          return n;
+        });
+        if (policy.kind === "queue" && kept > 0) {
+          this.onWarning(
+            `queue "${this.name}": its dead-letter queue "${policy.queue}" does not exist; ` +
+              `${kept} dead-lettered message(s) kept in this queue's own dead-letter set instead`,
+          );
+        }
         continue;
       }
-      const target = await this.resolveCell(policy.queue);
       await target.receiveDeadLetters(rows);
       await this.loop.submit(() => this.forEachStillMoving(rows, (head) => this.store.remove(head)));
     }

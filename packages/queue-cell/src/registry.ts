@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { QueueConfig } from "./cell-config.ts";
@@ -15,6 +15,8 @@ export interface CellRegistryOptions {
   clock?: Clock;
   durability?: Durability;
   onBackgroundError?: (error: unknown) => void;
+  /** Told when a cell keeps dead letters in its own set because their dead-letter queue does not exist. */
+  onWarning?: (message: string) => void;
   /**
    * Close a cell after it has been idle this long (see QueueCell.idleSince); it reopens on the
    * next use. Unset: cells stay open until closed.
@@ -32,6 +34,8 @@ export class CellRegistry {
   private readonly clock: Clock;
   private readonly ids = new UlidSource();
   private closing = false;
+  /** Names whose files drop() is removing. */
+  private readonly dropping = new Set<string>();
 
   constructor(private readonly options: CellRegistryOptions) {
     this.dir = join(options.dataDir, "cells");
@@ -87,13 +91,25 @@ export class CellRegistry {
           ids: this.ids,
           durability: this.options.durability ?? "full",
           config,
-          resolveCell: (queue) => this.open(queue),
+          resolveCell: (queue) => this.openExisting(queue),
           onBackgroundError: this.options.onBackgroundError,
+          onWarning: this.options.onWarning,
         }),
     );
     this.cells.set(name, opening);
     opening.catch(() => this.cells.delete(name));
     return opening;
+  }
+
+  /**
+   * The cell for `name` if the queue exists (open, or its file on disk), else undefined: how a
+   * dead-letter move finds its target. A move never creates a queue, or one deleted while its
+   * messages were moving would come back as a file nobody lists, to be dropped with them later.
+   */
+  openExisting(name: string): Promise<QueueCell | undefined> {
+    if (this.dropping.has(name)) return Promise.resolve(undefined);
+    if (!this.cells.has(name) && !existsSync(this.pathOf(name))) return Promise.resolve(undefined);
+    return this.open(name);
   }
 
   /** Open cells, by name. */
@@ -121,9 +137,16 @@ export class CellRegistry {
 
   /** Closes the cell if open and removes its files: every message of the queue is gone. */
   async drop(name: string): Promise<void> {
-    await this.close(name);
-    const path = this.pathOf(name);
-    for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    // Until the files are gone: a move opening the file between the close and the removal would
+    // commit into a file about to be unlinked under it.
+    this.dropping.add(name);
+    try {
+      await this.close(name);
+      const path = this.pathOf(name);
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    } finally {
+      this.dropping.delete(name);
+    }
   }
 
   async close(name: string): Promise<void> {

@@ -83,3 +83,43 @@ test("while closeAll runs no cell opens (a dead-letter move finishing then canno
   expect((await (await registry.open("q")).counts()).ready).toBe(1);
   await registry.closeAll();
 });
+
+test("a dead-letter move never creates its target: a deleted one leaves the messages in the source's own set, with a warning", async () => {
+  const warnings: string[] = [];
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off", onWarning: (m) => warnings.push(m) });
+  const config = { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } as const;
+  // An existing target that is not open is opened and takes the message.
+  await (await registry.open("dlq")).close();
+  await registry.close("dlq");
+  const q = await registry.open("q", config);
+  await q.send([text("first")]);
+  await q.nack(await q.lease({ max: 1 }));
+  await settle();
+  const dlq = await registry.open("dlq");
+  expect((await dlq.counts()).ready).toBe(1);
+  // Deleted: the next message stays in q's dead-letter set, and nothing brings the file back.
+  await registry.drop("dlq");
+  await q.send([text("second")]);
+  await q.nack(await q.lease({ max: 1 }));
+  await settle();
+  expect(existsSync(registry.pathOf("dlq"))).toBe(false);
+  expect(registry.openNames()).toEqual(["q"]);
+  expect(await q.counts()).toMatchObject({ dead: 1, movingToDeadLetterQueue: 0 });
+  expect(warnings).toEqual([
+    'queue "q": its dead-letter queue "dlq" does not exist; 1 dead-lettered message(s) kept in this queue\'s own dead-letter set instead',
+  ]);
+  await registry.closeAll();
+});
+
+test("while drop removes a queue's files, a dead-letter move cannot open it", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off" });
+  await (await registry.open("dlq")).send([text("m")]);
+  const dropping = registry.drop("dlq");
+  // The cell is closed and out of the registry, its file not yet removed.
+  expect(existsSync(registry.pathOf("dlq"))).toBe(true);
+  expect(await registry.openExisting("dlq")).toBeUndefined();
+  await dropping;
+  expect(await registry.openExisting("dlq")).toBeUndefined();
+  expect(existsSync(registry.pathOf("dlq"))).toBe(false);
+  expect(registry.openNames()).toEqual([]);
+});

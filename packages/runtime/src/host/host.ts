@@ -83,6 +83,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     durability: options.durability ?? "full",
     idleCloseMs: options.cellIdleCloseMs,
     onBackgroundError: (error) => log.error("a queue cell's background work failed; it will be retried", error),
+    onWarning: (message) => log.warn(message),
   });
   const plugins: HostPlugin[] = [
     new QueuesPlugin({
