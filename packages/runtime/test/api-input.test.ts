@@ -302,6 +302,8 @@ describe("malformed input: a 400 whose JSON names the field", () => {
     ["delay on an ack", ":ack", { messages: [{ id: "01KDVDNA000000000000000000", lease_generation: 1, delay: 5 }] }, "unknown_field", "messages[0].delay"],
     ["ack with nothing", ":ack", { messages: [] }, "out_of_range", "messages"],
     ["replay from not a time", ":replay", { from: 12 }, "invalid_argument", "from"],
+    // Year 70, not 1970: before the bound, however Date.UTC would read it.
+    ["replay from in year 0070", ":replay", { from: "0070-01-01T00:00:00Z" }, "invalid_argument", "from"],
     ["replay to before from", ":replay", { from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z" }, "out_of_range", "to"],
     ["purge without scope", ":purge", {}, "invalid_argument", "scope"],
     ["body an array", ":lease", [], "invalid_argument", ""],

@@ -15,7 +15,10 @@ export function parseRfc3339(text: string): Instant | undefined {
   if (m === null) return undefined;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
   if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 60) return undefined;
-  const dayMs = Date.UTC(year, month - 1, day);
+  // Not Date.UTC, which reads years 0 to 99 as 1900 to 1999: Go's zero time, 0001-01-01, would
+  // come back as 1901.
+  const date = new Date(0);
+  const dayMs = date.setUTCFullYear(year, month - 1, day);
   if (new Date(dayMs).getUTCDate() !== day || day < 1) return undefined;
   let offsetMinutes = 0;
   if (m[8] === undefined) {
