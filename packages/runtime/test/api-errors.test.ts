@@ -107,6 +107,8 @@ describe("error bodies, word for word", () => {
     await record("not acceptable", "POST", `${q}:lease`, { body: {}, headers: { accept: "text/html" } });
     await record("purge scope", "POST", `${q}:purge`, { body: { scope: "dead" } });
     await record("replay range", "POST", `${q}:replay`, { body: { from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z" } });
+    await record("replay not a time", "POST", `${q}:replay`, { body: { from: "yesterday" } });
+    await record("replay before 1970", "POST", `${q}:replay`, { body: { to: "1969-07-20T20:17:40Z" } });
 
     expect(answers).toEqual({
       "no key": [401, { error: { code: "unauthenticated", message: "no API key: send the header Authorization: Bearer <key>" } }],
@@ -300,6 +302,28 @@ describe("error bodies, word for word", () => {
             message: "to (2026-01-01T00:00:00Z) is before from (2026-01-02T00:00:00Z)",
             field: "to",
             bound: "at or after from",
+          },
+        },
+      ],
+      "replay not a time": [
+        400,
+        {
+          error: {
+            code: "invalid_argument",
+            message: 'from must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z, got "yesterday"',
+            field: "from",
+            bound: "an RFC 3339 timestamp at or after 1970-01-01T00:00:00Z",
+          },
+        },
+      ],
+      "replay before 1970": [
+        400,
+        {
+          error: {
+            code: "out_of_range",
+            message: "to must be at or after 1970-01-01T00:00:00Z, got 1969-07-20T20:17:40Z",
+            field: "to",
+            bound: "at or after 1970-01-01T00:00:00Z",
           },
         },
       ],

@@ -201,6 +201,18 @@ const boundCases: BoundCase[] = [
     field: "delivery_delay",
     method: "PATCH",
   },
+  {
+    name: "replay from",
+    at: () => [":replay", { from: "1970-01-01T00:00:00Z" }],
+    past: () => [":replay", { from: "1969-12-31T23:59:59.999999999Z" }],
+    field: "from",
+  },
+  {
+    name: "replay to",
+    at: () => [":replay", { to: "1970-01-01T00:00:00Z" }],
+    past: () => [":replay", { to: "1969-12-31T23:59:59.999999999Z" }],
+    field: "to",
+  },
 ];
 
 describe("every bound: accepted at the bound, refused one past it, and nothing accepted is touched", () => {
@@ -303,7 +315,7 @@ describe("malformed input: a 400 whose JSON names the field", () => {
     ["ack with nothing", ":ack", { messages: [] }, "out_of_range", "messages"],
     ["replay from not a time", ":replay", { from: 12 }, "invalid_argument", "from"],
     // Year 70, not 1970: before the bound, however Date.UTC would read it.
-    ["replay from in year 0070", ":replay", { from: "0070-01-01T00:00:00Z" }, "invalid_argument", "from"],
+    ["replay from in year 0070", ":replay", { from: "0070-01-01T00:00:00Z" }, "out_of_range", "from"],
     ["replay to before from", ":replay", { from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z" }, "out_of_range", "to"],
     ["purge without scope", ":purge", {}, "invalid_argument", "scope"],
     ["body an array", ":lease", [], "invalid_argument", ""],

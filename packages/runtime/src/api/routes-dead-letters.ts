@@ -91,13 +91,23 @@ async function purge(ctx: RouteContext): Promise<Reply> {
   return { json: { purged: result.purged } };
 }
 
+/** The cell counts dead-letter times from the epoch; no message was dead-lettered before it. */
+const replayTimeBound = "at or after 1970-01-01T00:00:00Z";
+
 function readTime(value: unknown, field: string): number | undefined {
   if (value === undefined) return undefined;
   const instant = typeof value === "string" ? parseRfc3339(value) : undefined;
-  if (instant === undefined || instant.seconds < 0) {
+  if (instant === undefined) {
     throw new ApiError("invalid_argument", `${field} must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z, got ${describe(value)}`, {
       field,
-      bound: "an RFC 3339 timestamp after 1970",
+      bound: `an RFC 3339 timestamp ${replayTimeBound}`,
+    });
+  }
+  if (instant.seconds < 0) {
+    // A valid timestamp, outside the range: say the range, not the format.
+    throw new ApiError("out_of_range", `${field} must be ${replayTimeBound}, got ${value as string}`, {
+      field,
+      bound: replayTimeBound,
     });
   }
   return instantToMs(instant);
