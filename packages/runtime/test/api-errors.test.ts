@@ -101,6 +101,7 @@ describe("error bodies, word for word", () => {
       body: { events: [0, 1, 2].map((i) => event(`e${i}`, half, { datacontenttype: "text/plain" })) },
     });
     await record("bad message id", "POST", `${q}:ack`, { body: { messages: [{ id: "abc", lease_generation: 1 }] } });
+    await record("required null", "POST", `${q}:ack`, { body: { messages: [{ id: "01KDVDNA000000000000000000", lease_generation: null }] } });
     await record("bad JSON", "POST", `${q}:lease`, { raw: "{", headers: { "content-type": "application/json" } });
     await record("too deep", "POST", `${q}:send`, { raw: "[".repeat(40), headers: { "content-type": "application/json" } });
     await record("wrong media type", "POST", `${q}:lease`, { raw: "x", headers: { "content-type": "text/plain" } });
@@ -253,6 +254,17 @@ describe("error bodies, word for word", () => {
             message: 'messages[0].id must be a message id (26 characters, as returned by send), got "abc"',
             field: "messages[0].id",
             bound: "a 26-character message id",
+          },
+        },
+      ],
+      "required null": [
+        400,
+        {
+          error: {
+            code: "invalid_argument",
+            message: "messages[0].lease_generation is required",
+            field: "messages[0].lease_generation",
+            bound: "1 to 9007199254740991",
           },
         },
       ],

@@ -366,6 +366,93 @@ describe("malformed input: a 400 whose JSON names the field", () => {
   });
 });
 
+describe("null: left out where a field is optional, refused as missing where it is required", () => {
+  it("optional fields given as null take their defaults, or stay as they were on a PATCH", async () => {
+    const h = await apiHarness();
+    await h.createQueue("dlq");
+    const created = await h.call("POST", `/v1/${testEnv}/queues`, {
+      body: { name: "jobs", visibility_timeout: null, max_deliveries: null, delivery_delay: null, dead_letter_queue: null },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({
+      visibility_timeout: limits.visibilityTimeoutSecondsDefault,
+      max_deliveries: limits.maxDeliveriesDefault,
+      delivery_delay: 0,
+      dead_letter_queue: null,
+    });
+    const path = h.queuePath("jobs");
+    await h.call("PATCH", path, { body: { max_deliveries: 2, dead_letter_queue: "dlq" } });
+    const patched = await h.call("PATCH", path, { body: { visibility_timeout: null, max_deliveries: null } });
+    expect(patched.json).toMatchObject({ max_deliveries: 2, dead_letter_queue: `${testEnv}/queues/dlq` });
+    // Where null has a meaning of its own it keeps it: the queue's own dead-letter set.
+    expect((await h.call("PATCH", path, { body: { dead_letter_queue: null } })).json.dead_letter_queue).toBeNull();
+
+    // CloudEvents' JSON format reads a null attribute as unset; data: null is JSON null as data.
+    const sent = await h.call("POST", `${path}:send`, {
+      body: {
+        events: [{ ...event("a", null), subject: null, time: null, datacontenttype: null, traceparent: null, data_base64: null }],
+        delay: null,
+      },
+    });
+    expect(sent.status).toBe(200);
+    const leased = await h.call("POST", `${path}:lease`, { body: { max_messages: null, visibility_timeout: null, wait: null } });
+    expect(leased.json.messages.map((m: { event: unknown }) => m.event)).toEqual([event("a", null)]);
+    expect(leased.json.messages[0].lease_expire_time).toBe("2026-01-01T00:00:30.000Z");
+    const [m] = leased.json.messages;
+    const nacked = await h.call("POST", `${path}:nack`, { body: { messages: [{ id: m.id, lease_generation: m.lease_generation, delay: null }], delay: null } });
+    expect(nacked.json).toMatchObject({ retried: 1, dead_lettered: 0 });
+    // No delay, of its own or the call's: leasable again at once.
+    expect((await h.call("POST", `${path}:lease`, { body: {} })).json.messages).toHaveLength(1);
+
+    await h.createQueue("own", { max_deliveries: 1 });
+    const own = h.queuePath("own");
+    await h.call("POST", `${own}:send`, { body: { events: [event("d")] } });
+    const [d] = (await h.call("POST", `${own}:lease`, { body: {} })).json.messages;
+    await h.call("POST", `${own}:nack`, { body: { messages: [{ id: d.id, lease_generation: d.lease_generation }] } });
+    expect((await h.call("POST", `${own}:replay`, { body: { from: null, to: null } })).json).toEqual({ replayed: 1 });
+
+    const subs = `/v1/${testEnv}/subscriptions`;
+    const sub = await h.call("POST", subs, { body: { name: "all", queue: "own", filter: { types: null, sources: ["/tests"] } } });
+    expect(sub.json.filter).toEqual({ types: [], sources: ["/tests"] });
+    const kept = await h.call("PATCH", `${subs}/all`, { body: { queue: null, filter: null } });
+    expect(kept.json).toMatchObject({ queue: `${testEnv}/queues/own`, filter: { types: [], sources: ["/tests"] } });
+    expect((await h.call("POST", subs, { body: { name: "none", queue: "own", filter: null } })).json.filter).toEqual({ types: [], sources: [] });
+  });
+
+  it("a required field given as null is refused as missing, and nothing is touched", async () => {
+    const h = await apiHarness();
+    const keepers = await withKeepers(h);
+    const id = "01KDVDNA000000000000000000";
+    const cases: Array<[string, string, unknown, string]> = [
+      // [method, path, body, field]
+      ["POST", `/v1/${testEnv}/queues`, { name: null }, "name"],
+      ["POST", `${keepers.path}:send`, { events: null }, "events"],
+      ["POST", `${keepers.path}:send`, { events: [{ ...event("a"), specversion: null }] }, "events[0].specversion"],
+      ["POST", `${keepers.path}:send`, { events: [{ ...event("a"), id: null }] }, "events[0].id"],
+      ["POST", `${keepers.path}:send`, { events: [{ ...event("a"), source: null }] }, "events[0].source"],
+      ["POST", `${keepers.path}:ack`, { messages: null }, "messages"],
+      ["POST", `${keepers.path}:ack`, { messages: [{ id: null, lease_generation: 1 }] }, "messages[0].id"],
+      ["POST", `${keepers.path}:nack`, { messages: [{ id, lease_generation: null }] }, "messages[0].lease_generation"],
+      ["POST", `${keepers.path}:purge`, { scope: null }, "scope"],
+      ["POST", `/v1/${testEnv}/subscriptions`, { name: null, queue: "jobs" }, "name"],
+      ["POST", `/v1/${testEnv}/subscriptions`, { name: "s", queue: null }, "queue"],
+      ["POST", `/v1/${testEnv}/events:publish`, { events: null }, "events"],
+    ];
+    for (const [method, path, body, field] of cases) {
+      const res = await h.call(method, path, { body });
+      expect([field, res.status, res.json.error.code, res.json.error.field]).toEqual([field, 400, "invalid_argument", field]);
+      expect(res.json.error.message).toMatch(new RegExp(`^${field.replace(/[[\]]/g, "\\$&")} is required`));
+      expect(res.json.error.bound).toEqual(expect.any(String));
+    }
+    // A null member the route does not know is still refused by name.
+    const unknown = await h.call("POST", `${keepers.path}:lease`, { body: { visibilty_timeout: null } });
+    expect(unknown.json.error).toMatchObject({ code: "unknown_field", field: "visibilty_timeout" });
+    const extension = await h.call("POST", `${keepers.path}:send`, { body: { events: [{ ...event("a"), Trace: null }] } });
+    expect(extension.json.error).toMatchObject({ code: "unknown_field", field: "events[0].Trace" });
+    await keepers.check();
+  });
+});
+
 describe("slow clients time out", () => {
   async function rawExchange(url: string, write: string): Promise<{ text: string; ms: number }> {
     const { port, hostname } = new URL(url);

@@ -53,7 +53,9 @@ export function eventFromJson(value: unknown, field: string): EventEnvelope {
   const attributes = checkAttributes(raw, field);
   const contentType = attributes["datacontenttype"] as string | undefined;
   const hasData = Object.hasOwn(obj, "data");
-  if (Object.hasOwn(obj, "data_base64")) {
+  // `data: null` is JSON's null as the data, as the format says; `data_base64: null` can only mean
+  // no binary data, like a null attribute.
+  if (Object.hasOwn(obj, "data_base64") && obj["data_base64"] !== null) {
     if (hasData) {
       throw new ApiError("invalid_argument", `${field} has both data and data_base64; an event carries one`, {
         field: fieldPath(field, "data_base64"),
@@ -106,9 +108,18 @@ export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
  * Checks the attributes of one event, whatever format brought them; returns them in canonical
  * order. Unknown names that cannot be extension attributes are refused as unknown fields.
  */
-export function checkAttributes(raw: Record<string, unknown>, field: string): Attributes {
+export function checkAttributes(given: Record<string, unknown>, field: string): Attributes {
+  // The JSON format reads an attribute given as null as unset; a name that cannot be an attribute
+  // is still refused, below.
+  const raw = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== null));
   const out: Attributes = {};
   const specversion = raw["specversion"];
+  if (specversion === undefined) {
+    throw new ApiError("invalid_argument", `${fieldPath(field, "specversion")} is required`, {
+      field: fieldPath(field, "specversion"),
+      bound: '"1.0"',
+    });
+  }
   if (specversion !== "1.0") {
     throw new ApiError("invalid_argument", `${fieldPath(field, "specversion")} must be "1.0", got ${describe(specversion)}`, {
       field: fieldPath(field, "specversion"),
@@ -160,7 +171,7 @@ export function checkAttributes(raw: Record<string, unknown>, field: string): At
     out["time"] = formatRfc3339(instant);
   }
   let extensions = 0;
-  for (const name of Object.keys(raw)) {
+  for (const name of Object.keys(given)) {
     if (known.has(name)) continue;
     const path = fieldPath(field, name);
     if (!extensionName.test(name) || name === "data") {
@@ -170,6 +181,7 @@ export function checkAttributes(raw: Record<string, unknown>, field: string): At
         { field: path, bound: extensionBound },
       );
     }
+    if (raw[name] === undefined) continue;
     extensions += 1;
     if (extensions > apiLimits.eventExtensionsMax) {
       throw new ApiError("out_of_range", `${field} has more than ${apiLimits.eventExtensionsMax} extension attributes`, {

@@ -30,6 +30,36 @@ export function refuseUnknown(obj: JsonObject, allowed: ReadonlySet<string>, pre
   }
 }
 
+const noMembers: ReadonlySet<string> = new Set();
+
+/**
+ * A request's JSON object: unknown members refused, then null members left out. JSON clients write
+ * an optional field they do not set as null (Python's None, Go's nil pointers; proto3's JSON
+ * mapping reads null as unset), so null means "not given": an optional field takes its default, a
+ * required one is refused as missing. `nullMeans` names the members whose null says something.
+ */
+export function readObject(
+  value: unknown,
+  field: string,
+  allowed: ReadonlySet<string>,
+  nullMeans: ReadonlySet<string> = noMembers,
+): JsonObject {
+  const obj = expectObject(value, field);
+  refuseUnknown(obj, allowed, field);
+  // fromEntries defines members: a "__proto__" key stays a member, never a prototype.
+  return Object.fromEntries(Object.entries(obj).filter(([key, member]) => member !== null || nullMeans.has(key)));
+}
+
+/** A member the request must give; absent and null are both "not given". */
+export function requiredMember(obj: JsonObject, key: string, prefix: string, bound: string, hint = ""): unknown {
+  const value = obj[key];
+  if (value === undefined || value === null) {
+    const field = fieldPath(prefix, key);
+    throw new ApiError("invalid_argument", `${field} is required${hint}`, { field, bound });
+  }
+  return value;
+}
+
 export function checkInt(field: string, value: unknown, min: number, max: number, unit = ""): number {
   const bound = `${min} to ${max}${unit === "" ? "" : ` ${unit}`}`;
   if (typeof value !== "number" || !Number.isInteger(value)) {
@@ -53,7 +83,7 @@ export function optionalInt(
   unit = "",
 ): number | undefined {
   const value = obj[key];
-  return value === undefined ? undefined : checkInt(fieldPath(prefix, key), value, min, max, unit);
+  return value === undefined || value === null ? undefined : checkInt(fieldPath(prefix, key), value, min, max, unit);
 }
 
 export function checkString(field: string, value: unknown, maxChars: number, minChars = 1): string {
@@ -68,14 +98,6 @@ export function checkString(field: string, value: unknown, maxChars: number, min
     throw new ApiError("out_of_range", `${field} must be ${bound} long, got ${value.length}`, { field, bound });
   }
   return value;
-}
-
-export function requiredString(obj: JsonObject, key: string, prefix: string, maxChars: number): string {
-  const field = fieldPath(prefix, key);
-  if (obj[key] === undefined) {
-    throw new ApiError("invalid_argument", `${field} is required`, { field, bound: `1 to ${maxChars} characters` });
-  }
-  return checkString(field, obj[key], maxChars);
 }
 
 export function checkArray(field: string, value: unknown, min: number, max: number, what: string): unknown[] {

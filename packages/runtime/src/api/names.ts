@@ -13,6 +13,7 @@ const segmentBound = `1 to ${apiLimits.nameSegmentCharsMax} characters: letters,
 const envPattern = /^orgs\/([^/]+)\/projects\/([^/]+)\/envs\/([^/]+)$/;
 /** Message ids are the cell's ULIDs: 26 Crockford base32 characters. */
 const messageIdPattern = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+export const messageIdBound = "a 26-character message id";
 
 export function checkSegment(field: string, value: unknown): string {
   if (typeof value !== "string" || !segment.test(value)) {
@@ -75,7 +76,7 @@ export function checkMessageId(field: string, value: unknown): string {
   if (typeof value !== "string" || !messageIdPattern.test(value)) {
     throw new ApiError("invalid_argument", `${field} must be a message id (26 characters, as returned by send), got ${describe(value)}`, {
       field,
-      bound: "a 26-character message id",
+      bound: messageIdBound,
     });
   }
   return value;

@@ -1,7 +1,7 @@
 import { apiLimits } from "./api-limits.ts";
 import { eventFromStored, eventToJson } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
-import { describe, expectObject, refuseUnknown } from "./fields.ts";
+import { describe, readObject, requiredMember } from "./fields.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
@@ -30,6 +30,7 @@ export const deadLetterRoutes: Route[] = [
 const replayFields: ReadonlySet<string> = new Set(["from", "to"]);
 const purgeFields: ReadonlySet<string> = new Set(["scope"]);
 const purgeScopes = { dead_letters: "dead", all: "all" } as const;
+const purgeScopeBound = '"dead_letters" or "all"';
 
 async function listDeadLetters(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
@@ -61,8 +62,7 @@ async function listDeadLetters(ctx: RouteContext): Promise<Reply> {
 
 async function replay(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, replayFields, "");
+  const body = readObject(ctx.body, "", replayFields);
   const fromMs = readTime(body["from"], "from");
   const toMs = readTime(body["to"], "to");
   if (fromMs !== undefined && toMs !== undefined && toMs < fromMs) {
@@ -77,14 +77,13 @@ async function replay(ctx: RouteContext): Promise<Reply> {
 
 async function purge(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, purgeFields, "");
-  const scope = body["scope"];
+  const body = readObject(ctx.body, "", purgeFields);
+  // No default: a purge that empties the whole queue must be asked for by name.
+  const scope = requiredMember(body, "scope", "", purgeScopeBound, `: ${purgeScopeBound}`);
   if (scope !== "dead_letters" && scope !== "all") {
-    // No default: a purge that empties the whole queue must be asked for by name.
-    throw new ApiError("invalid_argument", `scope must be "dead_letters" or "all", got ${describe(scope)}`, {
+    throw new ApiError("invalid_argument", `scope must be ${purgeScopeBound}, got ${describe(scope)}`, {
       field: "scope",
-      bound: '"dead_letters" or "all"',
+      bound: purgeScopeBound,
     });
   }
   const result = await ctx.deps.directory.withCell(name, (cell) => cell.purge(purgeScopes[scope]));

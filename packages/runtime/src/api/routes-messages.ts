@@ -2,9 +2,9 @@ import { limits, type LeasedMessage, type LeaseRef, type NackRef, type SettleRes
 import { apiLimits } from "./api-limits.ts";
 import { eventFromJson, eventFromProto, eventFromStored, eventsToMessages, eventToJson, type EventEnvelope } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
-import { checkArray, checkInt, expectObject, fieldPath, optionalInt, refuseUnknown } from "./fields.ts";
+import { checkArray, checkInt, optionalInt, readObject, requiredMember } from "./fields.ts";
 import { leaseForClient, releaseUndelivered } from "./lease-handoff.ts";
-import { checkMessageId } from "./names.ts";
+import { checkMessageId, messageIdBound } from "./names.ts";
 import {
   encodeProto,
   envelopeToProto,
@@ -38,6 +38,7 @@ const nackRefFields: ReadonlySet<string> = new Set(["id", "lease_generation", "d
 const leaseGenerationMax = Number.MAX_SAFE_INTEGER;
 const eventsBound = `1 to ${limits.batchMessagesMax} events`;
 const refsBound = `1 to ${limits.leaseMessagesMax} messages`;
+const generationBound = `1 to ${leaseGenerationMax}`;
 async function send(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
   const input = ctx.requestFormat === "protobuf" ? sendFromProto(ctx.body as PbSendRequest) : sendFromJson(ctx.body);
@@ -54,12 +55,8 @@ interface SendInput {
 }
 
 export function sendFromJson(raw: unknown): SendInput {
-  const body = expectObject(raw, "");
-  refuseUnknown(body, sendFields, "");
-  if (body["events"] === undefined) {
-    throw new ApiError("invalid_argument", "events is required", { field: "events", bound: eventsBound });
-  }
-  const events = checkArray("events", body["events"], 1, limits.batchMessagesMax, "events");
+  const body = readObject(raw, "", sendFields);
+  const events = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
   return {
     events: events.map((event, i) => eventFromJson(event, `events[${i}]`)),
     delay: optionalInt(body, "delay", "", 0, limits.delaySecondsMax, "seconds"),
@@ -133,8 +130,7 @@ interface LeaseInput {
 const visibilityRange = [limits.visibilityTimeoutSecondsMin, limits.visibilityTimeoutSecondsMax] as const;
 
 function leaseFromJson(raw: unknown): LeaseInput {
-  const body = expectObject(raw, "");
-  refuseUnknown(body, leaseFields, "");
+  const body = readObject(raw, "", leaseFields);
   return {
     max: optionalInt(body, "max_messages", "", 1, limits.leaseMessagesMax) ?? apiLimits.leaseMessagesDefault,
     visibilityTimeout: optionalInt(body, "visibility_timeout", "", ...visibilityRange, "seconds"),
@@ -171,20 +167,20 @@ async function nack(ctx: RouteContext): Promise<Reply> {
 }
 
 function refsFromJson(raw: unknown, isNack: boolean): { refs: NackRef[] } {
-  const body = expectObject(raw, "");
-  refuseUnknown(body, isNack ? nackFields : ackFields, "");
+  const body = readObject(raw, "", isNack ? nackFields : ackFields);
   const callDelay = isNack ? optionalInt(body, "delay", "", 0, limits.delaySecondsMax, "seconds") : undefined;
-  if (body["messages"] === undefined) {
-    throw new ApiError("invalid_argument", "messages is required", { field: "messages", bound: refsBound });
-  }
-  const list = checkArray("messages", body["messages"], 1, limits.leaseMessagesMax, "messages");
+  const list = checkArray("messages", requiredMember(body, "messages", "", refsBound), 1, limits.leaseMessagesMax, "messages");
   const refs = list.map((item, i) => {
     const field = `messages[${i}]`;
-    const ref = expectObject(item, field);
-    refuseUnknown(ref, isNack ? nackRefFields : ackRefFields, field);
+    const ref = readObject(item, field, isNack ? nackRefFields : ackRefFields);
     const out: NackRef = {
-      id: checkMessageId(fieldPath(field, "id"), ref["id"]),
-      leaseGeneration: checkInt(fieldPath(field, "lease_generation"), ref["lease_generation"], 1, leaseGenerationMax),
+      id: checkMessageId(`${field}.id`, requiredMember(ref, "id", field, messageIdBound)),
+      leaseGeneration: checkInt(
+        `${field}.lease_generation`,
+        requiredMember(ref, "lease_generation", field, generationBound),
+        1,
+        leaseGenerationMax,
+      ),
     };
     const delay = isNack ? (optionalInt(ref, "delay", field, 0, limits.delaySecondsMax, "seconds") ?? callDelay) : undefined;
     if (delay !== undefined) out.delaySeconds = delay;

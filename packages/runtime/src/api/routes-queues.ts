@@ -1,8 +1,7 @@
 import { limits, type CellCounts } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiQueueSettings } from "./catalog.ts";
-import { ApiError } from "./errors.ts";
-import { expectObject, optionalInt, refuseUnknown, type JsonObject } from "./fields.ts";
+import { optionalInt, readObject, requiredMember, type JsonObject } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef } from "./names.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import type { QueueView } from "./queue-directory.ts";
@@ -16,6 +15,8 @@ const item = `${collection}/{queue}`;
 const settingFields = ["visibility_timeout", "max_deliveries", "delivery_delay", "dead_letter_queue"] as const;
 const createFields: ReadonlySet<string> = new Set(["name", ...settingFields]);
 const updateFields: ReadonlySet<string> = new Set(settingFields);
+/** `dead_letter_queue: null` sends dead letters to the queue's own set; any other null is "not given". */
+const nullMeans: ReadonlySet<string> = new Set(["dead_letter_queue"]);
 
 export const queueRoutes: Route[] = [
   { method: "POST", path: collection, scope: "events:write", body: "control", handle: createQueue },
@@ -31,15 +32,15 @@ export function queueNameOf(ctx: RouteContext): string {
 }
 
 async function createQueue(ctx: RouteContext) {
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, createFields, "");
-  if (body["name"] === undefined) {
-    throw new ApiError("invalid_argument", "name is required: the new queue's id, or its full name", {
-      field: "name",
-      bound: "a queue id, or orgs/{org}/projects/{project}/envs/{env}/queues/{queue}",
-    });
-  }
-  const name = resolveQueueRef(ctx.env, "name", body["name"]);
+  const body = readObject(ctx.body, "", createFields, nullMeans);
+  const ref = requiredMember(
+    body,
+    "name",
+    "",
+    "a queue id, or orgs/{org}/projects/{project}/envs/{env}/queues/{queue}",
+    ": the new queue's id, or its full name",
+  );
+  const name = resolveQueueRef(ctx.env, "name", ref);
   const queue = name.slice(name.lastIndexOf("/") + 1);
   const settings: ApiQueueSettings = {
     visibilityTimeout: limits.visibilityTimeoutSecondsDefault,
@@ -76,8 +77,7 @@ async function getQueue(ctx: RouteContext) {
 
 async function updateQueue(ctx: RouteContext) {
   const name = queueNameOf(ctx);
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, updateFields, "");
+  const body = readObject(ctx.body, "", updateFields, nullMeans);
   await ctx.deps.directory.update(name, readSettings(ctx, body));
   return { json: await queueWithCounts(ctx, name) };
 }

@@ -3,7 +3,7 @@ import { apiLimits } from "./api-limits.ts";
 import type { SubscriptionRow } from "./catalog.ts";
 import { eventFromJson, eventsToMessages } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
-import { checkArray, expectObject, refuseUnknown } from "./fields.ts";
+import { checkArray, readObject, requiredMember } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef, subscriptionIdFor } from "./names.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
@@ -29,8 +29,7 @@ const updateFields: ReadonlySet<string> = new Set(["queue", "filter"]);
 const publishFields: ReadonlySet<string> = new Set(["events"]);
 
 async function createSubscription(ctx: RouteContext): Promise<Reply> {
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, createFields, "");
+  const body = readObject(ctx.body, "", createFields);
   const name = subscriptionRef(ctx.env, body["name"]);
   const queue = targetQueue(ctx, body["queue"]);
   const filter = readFilter(body["filter"], "filter");
@@ -71,8 +70,7 @@ async function getSubscription(ctx: RouteContext): Promise<Reply> {
 
 async function updateSubscription(ctx: RouteContext): Promise<Reply> {
   const row = requireSubscription(ctx);
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, updateFields, "");
+  const body = readObject(ctx.body, "", updateFields);
   const updated: SubscriptionRow = {
     ...row,
     queue: body["queue"] === undefined ? row.queue : targetQueue(ctx, body["queue"]),
@@ -90,12 +88,9 @@ async function deleteSubscription(ctx: RouteContext): Promise<Reply> {
 }
 
 async function publishEvents(ctx: RouteContext): Promise<Reply> {
-  const body = expectObject(ctx.body, "");
-  refuseUnknown(body, publishFields, "");
-  if (body["events"] === undefined) {
-    throw new ApiError("invalid_argument", "events is required", { field: "events", bound: `1 to ${limits.batchMessagesMax} events` });
-  }
-  const list = checkArray("events", body["events"], 1, limits.batchMessagesMax, "events");
+  const body = readObject(ctx.body, "", publishFields);
+  const eventsBound = `1 to ${limits.batchMessagesMax} events`;
+  const list = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
   const events = list.map((event, i) => eventFromJson(event, `events[${i}]`));
   const messages = eventsToMessages(events, "events");
   const deliveries = await publish(ctx.deps.catalog, ctx.deps.directory, ctx.env, events, messages);

@@ -3,7 +3,7 @@ import { apiLimits } from "./api-limits.ts";
 import type { Catalog, SubscriptionRow } from "./catalog.ts";
 import type { EventEnvelope } from "./cloudevents.ts";
 import { ApiError, toApiError } from "./errors.ts";
-import { checkArray, checkString, expectObject, fieldPath, refuseUnknown } from "./fields.ts";
+import { checkArray, checkString, fieldPath, readObject } from "./fields.ts";
 import type { QueueDirectory } from "./queue-directory.ts";
 
 /**
@@ -22,8 +22,7 @@ const patternBound = `1 to ${apiLimits.eventAttributeCharsMax} characters; "*" o
 
 export function readFilter(value: unknown, field: string): EventFilter {
   if (value === undefined) return { types: [], sources: [] };
-  const obj = expectObject(value, field);
-  refuseUnknown(obj, filterFields, field);
+  const obj = readObject(value, field, filterFields);
   return {
     types: readPatterns(obj["types"], fieldPath(field, "types")),
     sources: readPatterns(obj["sources"], fieldPath(field, "sources")),
