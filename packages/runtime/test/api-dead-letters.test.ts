@@ -42,6 +42,27 @@ describe("dead letters", () => {
     expect(tooBig.json.error).toMatchObject({ code: "out_of_range", field: "page_size", bound: "1 to 100" });
   });
 
+  it("lists in the order the messages were sent, not the order they died; replay picks by dead_letter_time", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs", { max_deliveries: 1 });
+    const path = h.queuePath("jobs");
+    const sent = await h.call("POST", `${path}:send`, { body: { events: [event("first"), event("second")] } });
+    const leased = (await h.call("POST", `${path}:lease`, { body: {} })).json.messages as Leased[];
+    const nack = (m: Leased) => h.call("POST", `${path}:nack`, { body: { messages: [{ id: m.id, lease_generation: m.lease_generation }] } });
+    await nack(leased[1]!);
+    h.clock.advance(60_000);
+    await nack(leased[0]!);
+    const listed = (await h.call("GET", `${path}/dead-letters`)).json.dead_letters;
+    expect(listed.map((d: { id: string; dead_letter_time: string }) => [d.id, d.dead_letter_time])).toEqual([
+      [sent.json.message_ids[0], "2026-01-01T00:01:00.000Z"],
+      [sent.json.message_ids[1], "2026-01-01T00:00:00.000Z"],
+    ]);
+    const replayed = await h.call("POST", `${path}:replay`, { body: { to: "2026-01-01T00:01:00Z" } });
+    expect(replayed.json).toEqual({ replayed: 1 });
+    const again = (await h.call("POST", `${path}:lease`, { body: {} })).json.messages as Leased[];
+    expect(again.map((m) => m.event["id"])).toEqual(["second"]);
+  });
+
   it("replays all with a fresh delivery count, keeping ids and events", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs", { max_deliveries: 1 });

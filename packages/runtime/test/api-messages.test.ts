@@ -126,6 +126,25 @@ describe("fencing, end to end", () => {
     expect((await h.call("GET", path)).json.counts).toMatchObject({ leased: 0, ready: 0 });
   });
 
+  it("a retried ack answers stale, as for a message someone else holds; after a nack the same reference applies until the next lease", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    await h.call("POST", `${path}:send`, { body: { events: [event("a"), event("b")] } });
+    const [a, b] = (await h.call("POST", `${path}:lease`, { body: { max_messages: 2 } })).json.messages as Leased[];
+    expect((await h.call("POST", `${path}:ack`, { body: { messages: [ref(a!)] } })).json.acked).toBe(1);
+    // The first answer lost, the ack sent again: nothing tells it from "someone else has it now".
+    const retried = await h.call("POST", `${path}:ack`, { body: { messages: [ref(a!)] } });
+    expect(retried.json).toEqual({ acked: 0, retried: 0, dead_lettered: 0, stale_leases: [ref(a!)] });
+
+    const delayed = { ...ref(b!), delay: 60 };
+    expect((await h.call("POST", `${path}:nack`, { body: { messages: [delayed] } })).json.retried).toBe(1);
+    expect((await h.call("POST", `${path}:nack`, { body: { messages: [ref(b!)] } })).json.retried).toBe(1);
+    const [again] = (await h.call("POST", `${path}:lease`, { body: {} })).json.messages as Leased[];
+    expect(again!.lease_generation).toBe(b!.lease_generation + 1);
+    expect((await h.call("POST", `${path}:ack`, { body: { messages: [ref(b!)] } })).json.stale_leases).toEqual([ref(b!)]);
+  });
+
   it("stale and live references in one call: only the live ones apply", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs");

@@ -124,6 +124,13 @@ describe("the queues collection", () => {
     expect(unknown.json.error).toMatchObject({ code: "unknown_field", field: "pagesize" });
   });
 
+  it("lists queues by short id compared byte by byte: -, digits, capitals, _, small letters", async () => {
+    const h = await apiHarness();
+    for (const name of ["b", "B", "a_b", "a-b", "9", "aB"]) await h.createQueue(name);
+    const res = await h.call("GET", `/v1/${testEnv}/queues`);
+    expect(res.json.queues.map((q: { name: string }) => q.name.split("/").pop())).toEqual(["9", "B", "a-b", "aB", "a_b", "b"]);
+  });
+
   it("updates settings, and the cell applies them to later leases", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs");

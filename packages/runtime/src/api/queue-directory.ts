@@ -92,7 +92,7 @@ export class QueueDirectory {
     return row;
   }
 
-  /** A page of an environment's queues, by queue id. */
+  /** A page of an environment's queues, by short id in byte order (the catalog's order), not queue id. */
   list(env: string, after: string, limit: number): QueueRow[] {
     if (env === this.workerEnv) {
       const names = this.declared !== undefined ? [...this.declared()] : this.registry.storedNames().filter((n) => !n.includes("/"));
