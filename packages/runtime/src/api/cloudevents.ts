@@ -1,8 +1,10 @@
+import assert from "node:assert/strict";
 import { limits, type OutgoingMessage } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import { ApiError } from "./errors.ts";
 import { checkString, describe, expectObject, fieldPath } from "./fields.ts";
 import { parseJsonText } from "./json-body.ts";
+import { envelopeDataTexts, withMember } from "./json-source.ts";
 import { isJsonMediaType, isMediaType, jsonMediaType, mediaEssence, v8MediaType } from "./media-types.ts";
 import { protoToParts, type PbCloudEvent } from "./proto-codec.ts";
 import { formatMs, formatRfc3339, parseRfc3339 } from "./timestamps.ts";
@@ -18,8 +20,8 @@ export type Attributes = Record<string, AttributeValue>;
 
 export type Payload =
   | { kind: "none" }
-  /** `value` is the parsed document when it is at hand, to spare a second parse. */
-  | { kind: "json"; text: string; value?: unknown }
+  /** The JSON text as its sender wrote it (whitespace aside): never parsed and written anew. */
+  | { kind: "json"; text: string }
   | { kind: "text"; text: string }
   | { kind: "bytes"; bytes: Uint8Array };
 
@@ -45,8 +47,12 @@ const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** A structured-mode JSON CloudEvent, checked attribute by attribute. */
-export function eventFromJson(value: unknown, field: string): EventEnvelope {
+/**
+ * A structured-mode JSON CloudEvent, checked attribute by attribute. `dataText` is the source text
+ * of its `data` (json-source.ts); without it the data is written anew from the parsed value, whose
+ * numbers JSON.parse has already rounded to doubles.
+ */
+export function eventFromJson(value: unknown, field: string, dataText?: string): EventEnvelope {
   const obj = expectObject(value, field);
   const raw: Record<string, unknown> = {};
   for (const key of Object.keys(obj)) if (key !== "data" && key !== "data_base64") raw[key] = obj[key];
@@ -68,7 +74,7 @@ export function eventFromJson(value: unknown, field: string): EventEnvelope {
   const data = obj["data"];
   // The JSON format reads an event without datacontenttype as application/json.
   if (contentType === undefined || isJsonMediaType(contentType)) {
-    return { attributes, payload: { kind: "json", text: JSON.stringify(data), value: data } };
+    return { attributes, payload: { kind: "json", text: dataText ?? JSON.stringify(data) } };
   }
   if (typeof data !== "string") {
     throw new ApiError(
@@ -78,6 +84,16 @@ export function eventFromJson(value: unknown, field: string): EventEnvelope {
     );
   }
   return { attributes, payload: { kind: "text", text: data } };
+}
+
+/**
+ * The events of the API's envelope, `{"events": [...]}`, whose `events` member is `list`; `text` is
+ * the body's JSON text, where each event's data is found as written.
+ */
+export function eventsFromEnvelope(list: readonly unknown[], text: string | undefined): EventEnvelope[] {
+  const dataTexts = text === undefined ? undefined : envelopeDataTexts(text);
+  assert(dataTexts === undefined || dataTexts.length === list.length, "the JSON source scan and JSON.parse disagree on events");
+  return list.map((event, i) => eventFromJson(event, `events[${i}]`, dataTexts?.[i]));
 }
 
 /** A protobuf-format CloudEvent, held to the same rules as a JSON one. */
@@ -98,8 +114,8 @@ export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
   const contentType = attributes["datacontenttype"];
   if (typeof contentType === "string" && isJsonMediaType(contentType)) {
     // Kept as sent, once it is known to be JSON a Worker's queue() can parse.
-    const value = parseJsonText(data.text, `${field}.text_data`, `${field}.text_data`);
-    return { attributes, payload: { kind: "json", text: data.text, value } };
+    parseJsonText(data.text, `${field}.text_data`, `${field}.text_data`);
+    return { attributes, payload: { kind: "json", text: data.text } };
   }
   return { attributes, payload: { kind: "text", text: data.text } };
 }
@@ -305,7 +321,8 @@ function storedPayload(message: StoredEvent, fromWorker: boolean): Payload {
       if (!fromWorker) return { kind: "json", text };
       // The API checked its own JSON on the way in; a Worker's is checked on the way out.
       try {
-        return { kind: "json", text, value: JSON.parse(text) };
+        JSON.parse(text);
+        return { kind: "json", text };
       } catch {
         return { kind: "bytes", bytes: message.body };
       }
@@ -318,15 +335,23 @@ function storedPayload(message: StoredEvent, fromWorker: boolean): Payload {
   }
 }
 
-/** Structured-mode JSON: the attributes, then `data` or `data_base64`. */
-export function eventToJson(event: EventEnvelope): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...event.attributes };
+/**
+ * Structured-mode JSON text: the attributes, then `data` or `data_base64`. JSON data goes in as
+ * stored, never parsed and written again, so every number comes back digit for digit.
+ */
+export function eventToJsonText(event: EventEnvelope): string {
+  const attributes = JSON.stringify(event.attributes);
   const payload = event.payload;
-  if (payload.kind === "json") out["data"] = Object.hasOwn(payload, "value") ? payload.value : JSON.parse(payload.text);
-  else if (payload.kind === "text") out["data"] = payload.text;
-  else if (payload.kind === "bytes") {
-    const { buffer, byteOffset, byteLength } = payload.bytes;
-    out["data_base64"] = Buffer.from(buffer, byteOffset, byteLength).toString("base64");
+  switch (payload.kind) {
+    case "none":
+      return attributes;
+    case "json":
+      return withMember(attributes, "data", payload.text);
+    case "text":
+      return withMember(attributes, "data", JSON.stringify(payload.text));
+    case "bytes": {
+      const { buffer, byteOffset, byteLength } = payload.bytes;
+      return withMember(attributes, "data_base64", JSON.stringify(Buffer.from(buffer, byteOffset, byteLength).toString("base64")));
+    }
   }
-  return out;
 }

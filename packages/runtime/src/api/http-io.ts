@@ -86,7 +86,11 @@ export function responseFormat(req: IncomingMessage, speaksProtobuf: boolean, re
 }
 
 export function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  write(res, status, `${jsonMediaType}; charset=utf-8`, Buffer.from(JSON.stringify(value)), headers);
+  writeJsonText(res, status, JSON.stringify(value), headers);
+}
+
+export function writeJsonText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
+  write(res, status, `${jsonMediaType}; charset=utf-8`, Buffer.from(text), headers);
 }
 
 export function writeProtobuf(res: ServerResponse, status: number, bytes: Uint8Array): void {

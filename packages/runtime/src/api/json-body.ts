@@ -62,16 +62,19 @@ export function checkJsonShape(
   }
 }
 
-/** UTF-8 bytes to a value, refusing invalid UTF-8, too-deep nesting, too-long arrays and bad JSON. */
-export function parseJsonBody(bytes: Uint8Array): unknown {
-  if (bytes.byteLength === 0) return {};
+/**
+ * UTF-8 bytes to a value, refusing invalid UTF-8, too-deep nesting, too-long arrays and bad JSON.
+ * The text comes back too: a send keeps each event's data as written (json-source.ts).
+ */
+export function parseJsonBody(bytes: Uint8Array): { value: unknown; text: string } {
+  if (bytes.byteLength === 0) return { value: {}, text: "{}" };
   let text: string;
   try {
     text = utf8.decode(bytes);
   } catch {
     throw new ApiError("malformed_body", "the request body is not valid UTF-8");
   }
-  return parseJsonText(text, "the request body");
+  return { value: parseJsonText(text, "the request body"), text };
 }
 
 /** A JSON document held in a string (a protobuf text_data with a JSON content type). */
@@ -98,7 +101,8 @@ function countItem(stack: Frame[], max: number, prefix: string): void {
   }
 }
 
-function stringEnd(text: string, start: number): number {
+/** The index of the quote that closes the string opening at `start`. */
+export function stringEnd(text: string, start: number): number {
   let i = start + 1;
   for (;;) {
     const quote = text.indexOf('"', i);
@@ -110,7 +114,7 @@ function stringEnd(text: string, start: number): number {
   }
 }
 
-function decodeKey(quoted: string): string {
+export function decodeKey(quoted: string): string {
   if (!quoted.includes("\\")) return quoted.slice(1, -1);
   try {
     return JSON.parse(quoted) as string;

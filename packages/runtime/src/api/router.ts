@@ -24,6 +24,8 @@ export interface RouteContext {
   query: URLSearchParams;
   /** The parsed JSON body, or the decoded protobuf message of the route's request type. */
   body: unknown;
+  /** The JSON body's text, where a send finds each event's data as its sender wrote it. */
+  bodyText: string | undefined;
   requestFormat: WireFormat;
   responseFormat: WireFormat;
   key: ApiKeyInfo;
@@ -38,6 +40,8 @@ export interface RouteContext {
 export interface Reply {
   status?: number;
   json?: unknown;
+  /** JSON already written: answers that carry stored event data, which is never parsed again. */
+  jsonText?: string;
   protobuf?: Uint8Array;
   /** Told whether the answer reached the connection: a lease nacks what it could not hand over. */
   afterWrite?: (delivered: boolean) => Promise<void>;

@@ -1,7 +1,8 @@
 import { apiLimits } from "./api-limits.ts";
-import { eventFromStored, eventToJson } from "./cloudevents.ts";
+import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
 import { describe, readObject, requiredMember } from "./fields.ts";
+import { withMember } from "./json-source.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
@@ -46,17 +47,18 @@ async function listDeadLetters(ctx: RouteContext): Promise<Reply> {
     const dead = await cell.listDead({ afterSeq, limit: page.size + 1 });
     const shown = dead.slice(0, page.size);
     const source = `/${row.name}`;
-    const json: Record<string, unknown> = {
-      dead_letters: shown.map((m) => ({
+    const items = shown.map((m) => {
+      const fields = JSON.stringify({
         id: m.id,
         dead_letter_time: formatMs(m.deadAt),
         delivery_count: m.deliveries,
         send_time: formatMs(m.sentAt),
-        event: eventToJson(eventFromStored(m, source)),
-      })),
-    };
-    if (dead.length > page.size) json["next_page_token"] = pageTokenAfter(String(shown[shown.length - 1]!.seq));
-    return { json };
+      });
+      return withMember(fields, "event", eventToJsonText(eventFromStored(m, source)));
+    });
+    const list = `{"dead_letters":[${items.join(",")}]}`;
+    if (dead.length <= page.size) return { jsonText: list };
+    return { jsonText: withMember(list, "next_page_token", JSON.stringify(pageTokenAfter(String(shown[shown.length - 1]!.seq)))) };
   });
 }
 

@@ -1,8 +1,9 @@
 import { limits, type LeasedMessage, type LeaseRef, type NackRef, type SettleResult } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
-import { eventFromJson, eventFromProto, eventFromStored, eventsToMessages, eventToJson, type EventEnvelope } from "./cloudevents.ts";
+import { eventFromProto, eventFromStored, eventsFromEnvelope, eventsToMessages, eventToJsonText, type EventEnvelope } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
 import { checkArray, checkInt, optionalInt, readObject, requiredMember } from "./fields.ts";
+import { withMember } from "./json-source.ts";
 import { leaseForClient, releaseUndelivered } from "./lease-handoff.ts";
 import { checkMessageId, messageIdBound } from "./names.ts";
 import {
@@ -41,7 +42,7 @@ const refsBound = `1 to ${limits.leaseMessagesMax} messages`;
 const generationBound = `1 to ${leaseGenerationMax}`;
 async function send(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const input = ctx.requestFormat === "protobuf" ? sendFromProto(ctx.body as PbSendRequest) : sendFromJson(ctx.body);
+  const input = ctx.requestFormat === "protobuf" ? sendFromProto(ctx.body as PbSendRequest) : sendFromJson(ctx.body, ctx.bodyText);
   const messages = eventsToMessages(input.events, "events");
   const result = await ctx.deps.directory.withCell(name, (cell) => cell.send(messages, { delaySeconds: input.delay }));
   return ctx.responseFormat === "protobuf"
@@ -54,11 +55,12 @@ interface SendInput {
   delay: number | undefined;
 }
 
-export function sendFromJson(raw: unknown): SendInput {
+/** `text` is the body's JSON text, for each event's data as written; without it data is written anew. */
+export function sendFromJson(raw: unknown, text?: string): SendInput {
   const body = readObject(raw, "", sendFields);
   const events = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
   return {
-    events: events.map((event, i) => eventFromJson(event, `events[${i}]`)),
+    events: eventsFromEnvelope(events, text),
     delay: optionalInt(body, "delay", "", 0, limits.delaySecondsMax, "seconds"),
   };
 }
@@ -107,18 +109,18 @@ function leaseAnswer(ctx: RouteContext, messages: readonly LeasedMessage[], sour
     }));
     return { protobuf: encodeProto("LeaseResponse", { messages: out }) };
   }
-  return { json: { messages: messages.map((m, i) => leasedJson(m, events[i]!)) } };
+  return { jsonText: `{"messages":[${messages.map((m, i) => leasedJsonText(m, events[i]!)).join(",")}]}` };
 }
 
-function leasedJson(m: LeasedMessage, event: EventEnvelope): Record<string, unknown> {
-  return {
+function leasedJsonText(m: LeasedMessage, event: EventEnvelope): string {
+  const fields = JSON.stringify({
     id: m.id,
     lease_generation: m.leaseGeneration,
     delivery_count: m.deliveries,
     lease_expire_time: formatMs(m.leaseExpiresAt),
     send_time: formatMs(m.sentAt),
-    event: eventToJson(event),
-  };
+  });
+  return withMember(fields, "event", eventToJsonText(event));
 }
 
 interface LeaseInput {

@@ -1,7 +1,7 @@
 import { limits } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { SubscriptionRow } from "./catalog.ts";
-import { eventFromJson, eventsToMessages } from "./cloudevents.ts";
+import { eventsFromEnvelope, eventsToMessages } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
 import { checkArray, readObject, requiredMember } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef, subscriptionIdFor } from "./names.ts";
@@ -91,7 +91,7 @@ async function publishEvents(ctx: RouteContext): Promise<Reply> {
   const body = readObject(ctx.body, "", publishFields);
   const eventsBound = `1 to ${limits.batchMessagesMax} events`;
   const list = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
-  const events = list.map((event, i) => eventFromJson(event, `events[${i}]`));
+  const events = eventsFromEnvelope(list, ctx.bodyText);
   const messages = eventsToMessages(events, "events");
   const deliveries = await publish(ctx.deps.catalog, ctx.deps.directory, ctx.env, events, messages);
   return {

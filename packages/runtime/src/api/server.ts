@@ -6,7 +6,7 @@ import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate, authorize } from "./auth.ts";
 import { Catalog } from "./catalog.ts";
 import { ApiError, toApiError } from "./errors.ts";
-import { delivered, readBody, requestFormat, responseFormat, writeError, writeJson, writeProtobuf } from "./http-io.ts";
+import { delivered, readBody, requestFormat, responseFormat, writeError, writeJson, writeJsonText, writeProtobuf } from "./http-io.ts";
 import { parseJsonBody } from "./json-body.ts";
 import { checkSegment, envName } from "./names.ts";
 import { checkQuery } from "./paging.ts";
@@ -152,16 +152,19 @@ async function handle(
     const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf);
     const outFormat = responseFormat(req, speaksProtobuf, inFormat);
     let body: unknown;
+    let bodyText: string | undefined;
     if (route.body !== "none") {
       const bytes = await readBody(req, bodyCaps[route.body]);
       bodyRead = true;
-      body = inFormat === "protobuf" ? decodeBody(route.protobuf!, bytes) : parseJsonBody(bytes);
+      if (inFormat === "protobuf") body = decodeBody(route.protobuf!, bytes);
+      else ({ value: body, text: bodyText } = parseJsonBody(bytes));
     }
     const reply = await route.handle({
       params,
       env,
       query: url.searchParams,
       body,
+      bodyText,
       requestFormat: inFormat,
       responseFormat: outFormat,
       key,
@@ -175,6 +178,7 @@ async function handle(
       return;
     }
     if (reply.protobuf !== undefined) writeProtobuf(res, reply.status ?? 200, reply.protobuf);
+    else if (reply.jsonText !== undefined) writeJsonText(res, reply.status ?? 200, reply.jsonText);
     else writeJson(res, reply.status ?? 200, reply.json ?? {});
     if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
   } catch (thrown) {
