@@ -63,7 +63,7 @@ export function eventFromJson(value: unknown, field: string, dataText?: string):
   // no binary data, like a null attribute.
   if (Object.hasOwn(obj, "data_base64") && obj["data_base64"] !== null) {
     if (hasData) {
-      throw new ApiError("invalid_argument", `${field} has both data and data_base64; an event carries one`, {
+      throw new ApiError("invalid_argument", `${field || "the event"} has both data and data_base64; an event carries one`, {
         field: fieldPath(field, "data_base64"),
         bound: "one of data, data_base64",
       });
@@ -79,7 +79,7 @@ export function eventFromJson(value: unknown, field: string, dataText?: string):
   if (typeof data !== "string") {
     throw new ApiError(
       "invalid_argument",
-      `${field}.data must be a string when datacontenttype is ${JSON.stringify(contentType)} (not JSON); send binary data as data_base64`,
+      `${fieldPath(field, "data")} must be a string when datacontenttype is ${JSON.stringify(contentType)} (not JSON); send binary data as data_base64`,
       { field: fieldPath(field, "data"), bound: "a string" },
     );
   }
@@ -123,28 +123,33 @@ export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
 /**
  * Checks the attributes of one event, whatever format brought them; returns them in canonical
  * order. Unknown names that cannot be extension attributes are refused as unknown fields.
+ * `pathOf` names an attribute in errors: binary mode carries them in headers (`ce-id`).
  */
-export function checkAttributes(given: Record<string, unknown>, field: string): Attributes {
+export function checkAttributes(
+  given: Record<string, unknown>,
+  field: string,
+  pathOf: (name: string) => string = (name) => fieldPath(field, name),
+): Attributes {
   // The JSON format reads an attribute given as null as unset; a name that cannot be an attribute
   // is still refused, below.
   const raw = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== null));
   const out: Attributes = {};
   const specversion = raw["specversion"];
   if (specversion === undefined) {
-    throw new ApiError("invalid_argument", `${fieldPath(field, "specversion")} is required`, {
-      field: fieldPath(field, "specversion"),
+    throw new ApiError("invalid_argument", `${pathOf("specversion")} is required`, {
+      field: pathOf("specversion"),
       bound: '"1.0"',
     });
   }
   if (specversion !== "1.0") {
-    throw new ApiError("invalid_argument", `${fieldPath(field, "specversion")} must be "1.0", got ${describe(specversion)}`, {
-      field: fieldPath(field, "specversion"),
+    throw new ApiError("invalid_argument", `${pathOf("specversion")} must be "1.0", got ${describe(specversion)}`, {
+      field: pathOf("specversion"),
       bound: '"1.0"',
     });
   }
   out["specversion"] = "1.0";
   for (const name of ["id", "source", "type"] as const) {
-    const path = fieldPath(field, name);
+    const path = pathOf(name);
     if (raw[name] === undefined) {
       throw new ApiError("invalid_argument", `${path} is required`, {
         field: path,
@@ -154,12 +159,12 @@ export function checkAttributes(given: Record<string, unknown>, field: string): 
     out[name] = checkString(path, raw[name], apiLimits.eventAttributeCharsMax);
   }
   if (!uriReference.test(out["source"] as string)) {
-    const path = fieldPath(field, "source");
+    const path = pathOf("source");
     throw invalid(path, "must be a URI-reference (no spaces or control characters)", raw["source"], "a URI-reference");
   }
   const contentType = raw["datacontenttype"];
   if (contentType !== undefined) {
-    const path = fieldPath(field, "datacontenttype");
+    const path = pathOf("datacontenttype");
     checkString(path, contentType, limits.contentTypeCharsMax);
     if (!isMediaType(contentType as string)) {
       throw invalid(path, "must be a media type such as application/json", contentType, "type/subtype[; parameters]");
@@ -168,17 +173,17 @@ export function checkAttributes(given: Record<string, unknown>, field: string): 
   }
   const schema = raw["dataschema"];
   if (schema !== undefined) {
-    const path = fieldPath(field, "dataschema");
+    const path = pathOf("dataschema");
     checkString(path, schema, apiLimits.eventAttributeCharsMax);
     if (!absoluteUri.test(schema as string)) throw invalid(path, "must be an absolute URI", schema, "an absolute URI");
     out["dataschema"] = schema as string;
   }
   if (raw["subject"] !== undefined) {
-    out["subject"] = checkString(fieldPath(field, "subject"), raw["subject"], apiLimits.eventAttributeCharsMax);
+    out["subject"] = checkString(pathOf("subject"), raw["subject"], apiLimits.eventAttributeCharsMax);
   }
   const time = raw["time"];
   if (time !== undefined) {
-    const path = fieldPath(field, "time");
+    const path = pathOf("time");
     const instant = typeof time === "string" ? parseRfc3339(time) : undefined;
     if (instant === undefined) {
       throw invalid(path, "must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z", time, "an RFC 3339 timestamp");
@@ -189,7 +194,7 @@ export function checkAttributes(given: Record<string, unknown>, field: string): 
   let extensions = 0;
   for (const name of Object.keys(given)) {
     if (known.has(name)) continue;
-    const path = fieldPath(field, name);
+    const path = pathOf(name);
     if (!extensionName.test(name) || name === "data") {
       throw new ApiError(
         "unknown_field",
@@ -200,7 +205,7 @@ export function checkAttributes(given: Record<string, unknown>, field: string): 
     if (raw[name] === undefined) continue;
     extensions += 1;
     if (extensions > apiLimits.eventExtensionsMax) {
-      throw new ApiError("out_of_range", `${field} has more than ${apiLimits.eventExtensionsMax} extension attributes`, {
+      throw new ApiError("out_of_range", `${field || "the event"} has more than ${apiLimits.eventExtensionsMax} extension attributes`, {
         field: field || undefined,
         bound: `at most ${apiLimits.eventExtensionsMax} extension attributes`,
       });
@@ -232,17 +237,20 @@ function invalid(field: string, what: string, value: unknown, bound: string): Ap
 /**
  * The cell messages for a send, with every size bound checked here so the error names the event
  * (`events[3]`) rather than the cell's view of it. The cell checks the same `limits` again.
+ * `field` is the array the events came in (`events`, or `""` for a body that is the array), or
+ * null for a body that is the one event.
  */
-export function eventsToMessages(events: readonly EventEnvelope[], field: string): OutgoingMessage[] {
+export function eventsToMessages(events: readonly EventEnvelope[], field: string | null): OutgoingMessage[] {
   let total = 0;
   const messages = events.map((event, i) => {
     const message = eventToMessage(event);
     const bytes = message.body.byteLength + Buffer.byteLength(message.attributes ?? "");
     if (bytes > limits.messageBytesMax) {
+      const path = field === null ? undefined : `${field}[${i}]`;
       throw new ApiError(
         "message_too_large",
-        `${field}[${i}] is ${bytes} bytes (data plus attributes); a message may be at most ${limits.messageBytesMax} bytes`,
-        { field: `${field}[${i}]`, bound: `at most ${limits.messageBytesMax} bytes` },
+        `${path ?? "the event"} is ${bytes} bytes (data plus attributes); a message may be at most ${limits.messageBytesMax} bytes`,
+        { field: path, bound: `at most ${limits.messageBytesMax} bytes` },
       );
     }
     total += bytes;
@@ -251,8 +259,8 @@ export function eventsToMessages(events: readonly EventEnvelope[], field: string
   if (total > limits.batchBytesMax) {
     throw new ApiError(
       "batch_too_large",
-      `the ${field} of one call are ${total} bytes together (data plus attributes); the bound is ${limits.batchBytesMax} bytes`,
-      { field, bound: `at most ${limits.batchBytesMax} bytes` },
+      `the events of one call are ${total} bytes together (data plus attributes); the bound is ${limits.batchBytesMax} bytes`,
+      { field: field || undefined, bound: `at most ${limits.batchBytesMax} bytes` },
     );
   }
   return messages;

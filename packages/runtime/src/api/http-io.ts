@@ -1,8 +1,18 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError } from "./errors.ts";
-import { isJsonMediaType, isProtobufMediaType, jsonMediaType, protobufMediaType } from "./media-types.ts";
+import {
+  cloudEventMediaType,
+  cloudEventsBatchMediaType,
+  isJsonMediaType,
+  isProtobufMediaType,
+  jsonMediaType,
+  mediaEssence,
+  protobufMediaType,
+} from "./media-types.ts";
 
 export type WireFormat = "json" | "protobuf";
+/** A request body's format: the API's own, or one of the CloudEvents HTTP binding's modes (cloudevents-http.ts). */
+export type RequestFormat = WireFormat | "cloudevents-structured" | "cloudevents-batch" | "cloudevents-binary";
 
 /**
  * Reads a request body of at most `capBytes`. A declared length over the cap is refused before a
@@ -56,25 +66,47 @@ function tooLarge(capBytes: number): ApiError {
   });
 }
 
-/** The body's format, from Content-Type. No Content-Type reads as JSON. */
-export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean): WireFormat {
+/**
+ * The body's format, from Content-Type. No Content-Type reads as JSON. On a route that takes
+ * CloudEvents, the binding's rule comes first: a cloudevents type is structured or batched mode,
+ * and otherwise a ce-specversion header makes the request a binary-mode event.
+ */
+export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean, takesCloudEvents: boolean): RequestFormat {
   const type = req.headers["content-type"];
+  const essence = type === undefined ? "" : mediaEssence(type);
+  if (essence.startsWith("application/cloudevents")) {
+    if (takesCloudEvents && essence === cloudEventMediaType) return "cloudevents-structured";
+    if (takesCloudEvents && essence === cloudEventsBatchMediaType) return "cloudevents-batch";
+    // Another event format (+avro, +protobuf), or a CloudEvent where no route takes one.
+    throw unsupported(type!, speaksProtobuf, takesCloudEvents);
+  }
+  if (takesCloudEvents && req.headers["ce-specversion"] !== undefined) return "cloudevents-binary";
   if (type === undefined || type === "" || isJsonMediaType(type)) return "json";
   if (speaksProtobuf && isProtobufMediaType(type)) return "protobuf";
-  const accepted = speaksProtobuf ? `${jsonMediaType} or ${protobufMediaType}` : jsonMediaType;
-  throw new ApiError("unsupported_media_type", `this route takes ${accepted}, not ${type}`, {
+  throw unsupported(type, speaksProtobuf, takesCloudEvents);
+}
+
+function unsupported(type: string, speaksProtobuf: boolean, takesCloudEvents: boolean): ApiError {
+  const types = [jsonMediaType];
+  if (speaksProtobuf) types.push(protobufMediaType);
+  if (takesCloudEvents) types.push(cloudEventMediaType, cloudEventsBatchMediaType);
+  let accepted = types.length === 1 ? jsonMediaType : `${types.slice(0, -1).join(", ")} or ${types[types.length - 1]}`;
+  if (takesCloudEvents) accepted += ", or a binary-mode CloudEvent (ce-specversion and the other attributes as ce- headers)";
+  return new ApiError("unsupported_media_type", `this route takes ${accepted}, not ${type}`, {
     field: "Content-Type",
     bound: accepted,
   });
 }
 
 /** The answer's format: the first type of Accept this route can produce, else the request's. */
-export function responseFormat(req: IncomingMessage, speaksProtobuf: boolean, requestFormat: WireFormat): WireFormat {
+export function responseFormat(req: IncomingMessage, speaksProtobuf: boolean, requestFormat: RequestFormat): WireFormat {
+  // The binding's modes are answered in the API's JSON.
+  const fallback: WireFormat = requestFormat === "protobuf" ? "protobuf" : "json";
   const accept = req.headers["accept"];
-  if (accept === undefined || accept.trim() === "") return requestFormat;
+  if (accept === undefined || accept.trim() === "") return fallback;
   for (const range of accept.split(",")) {
     const type = range.split(";")[0]!.trim().toLowerCase();
-    if (type === "*/*" || type === "application/*") return requestFormat;
+    if (type === "*/*" || type === "application/*") return fallback;
     if (isJsonMediaType(type)) return "json";
     if (speaksProtobuf && isProtobufMediaType(type)) return "protobuf";
   }

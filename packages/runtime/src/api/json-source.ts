@@ -41,6 +41,11 @@ export function eventDataText(text: string): string | undefined {
   return found[0];
 }
 
+/** A whole JSON document (a binary-mode event's body) without whitespace between its tokens. */
+export function compactJsonText(text: string): string {
+  return compactValue(text, skipSpace(text, 0))[1];
+}
+
 /**
  * `objectText` (a JSON object, as JSON.stringify writes one) with one more member whose value is
  * JSON text already written: how an answer carries stored data without parsing it again.

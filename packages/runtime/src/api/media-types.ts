@@ -8,6 +8,9 @@ const mediaType = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(?:\s*;.*)?$/s;
 export const v8MediaType = "application/x-v8";
 export const protobufMediaType = "application/x-protobuf";
 export const jsonMediaType = "application/json";
+/** The CloudEvents HTTP binding's structured mode (the body is one event) and batched mode (an array of events). */
+export const cloudEventMediaType = "application/cloudevents+json";
+export const cloudEventsBatchMediaType = "application/cloudevents-batch+json";
 
 export function isMediaType(value: string): boolean {
   return mediaType.test(value);

@@ -1,9 +1,9 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
 import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
 import type { Catalog } from "./catalog.ts";
 import { ApiError } from "./errors.ts";
-import type { WireFormat } from "./http-io.ts";
+import type { RequestFormat, WireFormat } from "./http-io.ts";
 import type { ProtoTypeName } from "./proto-codec.ts";
 import type { QueueDirectory } from "./queue-directory.ts";
 
@@ -22,16 +22,21 @@ export interface RouteContext {
   /** `orgs/{org}/projects/{project}/envs/{env}` of the path. */
   env: string;
   query: URLSearchParams;
-  /** The parsed JSON body, or the decoded protobuf message of the route's request type. */
+  /**
+   * The parsed JSON body, or the decoded protobuf message of the route's request type; the bytes
+   * of a binary-mode CloudEvent's body.
+   */
   body: unknown;
   /** The JSON body's text, where a send finds each event's data as its sender wrote it. */
   bodyText: string | undefined;
-  requestFormat: WireFormat;
+  requestFormat: RequestFormat;
   responseFormat: WireFormat;
   key: ApiKeyInfo;
   deps: ApiDeps;
   /** Aborts when the client goes away before the answer is written. */
   clientGone: AbortSignal;
+  /** For its headers: a binary-mode CloudEvent carries its attributes there. */
+  req: IncomingMessage;
   /** Aborts when the server is shutting down: long polls answer at once. */
   stopping: AbortSignal;
   res: ServerResponse;
@@ -47,7 +52,10 @@ export interface Reply {
   afterWrite?: (delivered: boolean) => Promise<void>;
 }
 
-/** `send`: a send or publish body; `control`: any other body; `none`: the route reads no body. */
+/**
+ * `send`: a send or publish body, which may also be CloudEvents in the HTTP binding's modes;
+ * `control`: any other body; `none`: the route reads no body.
+ */
 export type BodyKind = "none" | "control" | "send";
 
 export interface Route {

@@ -1,6 +1,7 @@
 import { limits, type LeasedMessage, type LeaseRef, type NackRef, type SettleResult } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import { eventFromProto, eventFromStored, eventsFromEnvelope, eventsToMessages, eventToJsonText, type EventEnvelope } from "./cloudevents.ts";
+import { cloudEventsOf } from "./cloudevents-http.ts";
 import { ApiError } from "./errors.ts";
 import { checkArray, checkInt, optionalInt, readObject, requiredMember } from "./fields.ts";
 import { withMember } from "./json-source.ts";
@@ -42,8 +43,8 @@ const refsBound = `1 to ${limits.leaseMessagesMax} messages`;
 const generationBound = `1 to ${leaseGenerationMax}`;
 async function send(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const input = ctx.requestFormat === "protobuf" ? sendFromProto(ctx.body as PbSendRequest) : sendFromJson(ctx.body, ctx.bodyText);
-  const messages = eventsToMessages(input.events, "events");
+  const input = sendInput(ctx);
+  const messages = eventsToMessages(input.events, input.field);
   const result = await ctx.deps.directory.withCell(name, (cell) => cell.send(messages, { delaySeconds: input.delay }));
   return ctx.responseFormat === "protobuf"
     ? { protobuf: encodeProto("SendResponse", { message_ids: result.ids }) }
@@ -53,6 +54,15 @@ async function send(ctx: RouteContext): Promise<Reply> {
 interface SendInput {
   events: EventEnvelope[];
   delay: number | undefined;
+  /** What errors name the events by (eventsToMessages). */
+  field: string | null;
+}
+
+function sendInput(ctx: RouteContext): SendInput {
+  if (ctx.requestFormat === "protobuf") return sendFromProto(ctx.body as PbSendRequest);
+  if (ctx.requestFormat === "json") return sendFromJson(ctx.body, ctx.bodyText);
+  // The binding has no delay of its own: the queue's delivery_delay applies.
+  return { ...cloudEventsOf(ctx), delay: undefined };
 }
 
 /** `text` is the body's JSON text, for each event's data as written; without it data is written anew. */
@@ -62,6 +72,7 @@ export function sendFromJson(raw: unknown, text?: string): SendInput {
   return {
     events: eventsFromEnvelope(events, text),
     delay: optionalInt(body, "delay", "", 0, limits.delaySecondsMax, "seconds"),
+    field: "events",
   };
 }
 
@@ -70,6 +81,7 @@ export function sendFromProto(body: PbSendRequest): SendInput {
   return {
     events: (events as PbSendRequest["events"]).map((event, i) => eventFromProto(event, `events[${i}]`)),
     delay: nullable(body.delay, (v) => checkInt("delay", v, 0, limits.delaySecondsMax, "seconds")),
+    field: "events",
   };
 }
 

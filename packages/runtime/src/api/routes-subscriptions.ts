@@ -1,7 +1,8 @@
 import { limits } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { SubscriptionRow } from "./catalog.ts";
-import { eventsFromEnvelope, eventsToMessages } from "./cloudevents.ts";
+import { eventsFromEnvelope, eventsToMessages, type EventEnvelope } from "./cloudevents.ts";
+import { cloudEventsOf } from "./cloudevents-http.ts";
 import { ApiError } from "./errors.ts";
 import { checkArray, readObject, requiredMember } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef, subscriptionIdFor } from "./names.ts";
@@ -88,17 +89,21 @@ async function deleteSubscription(ctx: RouteContext): Promise<Reply> {
 }
 
 async function publishEvents(ctx: RouteContext): Promise<Reply> {
-  const body = readObject(ctx.body, "", publishFields);
-  const eventsBound = `1 to ${limits.batchMessagesMax} events`;
-  const list = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
-  const events = eventsFromEnvelope(list, ctx.bodyText);
-  const messages = eventsToMessages(events, "events");
+  const { events, field } = ctx.requestFormat === "json" ? { events: publishedEvents(ctx), field: "events" } : cloudEventsOf(ctx);
+  const messages = eventsToMessages(events, field);
   const deliveries = await publish(ctx.deps.catalog, ctx.deps.directory, ctx.env, events, messages);
   return {
     json: {
       events: deliveries.map((list) => ({ deliveries: list.map((d) => ({ queue: d.queue, message_id: d.messageId })) })),
     },
   };
+}
+
+function publishedEvents(ctx: RouteContext): EventEnvelope[] {
+  const body = readObject(ctx.body, "", publishFields);
+  const eventsBound = `1 to ${limits.batchMessagesMax} events`;
+  const list = checkArray("events", requiredMember(body, "events", "", eventsBound), 1, limits.batchMessagesMax, "events");
+  return eventsFromEnvelope(list, ctx.bodyText);
 }
 
 function subscriptionRef(envName: string, value: unknown): string {

@@ -149,7 +149,7 @@ async function handle(
     checkSegment("env", params["env"]);
     checkQuery(url.searchParams, route.query ?? []);
     const speaksProtobuf = route.protobuf !== undefined;
-    const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf);
+    const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf, route.body === "send");
     const outFormat = responseFormat(req, speaksProtobuf, inFormat);
     let body: unknown;
     let bodyText: string | undefined;
@@ -157,6 +157,7 @@ async function handle(
       const bytes = await readBody(req, bodyCaps[route.body]);
       bodyRead = true;
       if (inFormat === "protobuf") body = decodeBody(route.protobuf!, bytes);
+      else if (inFormat === "cloudevents-binary") body = bytes;
       else ({ value: body, text: bodyText } = parseJsonBody(bytes));
     }
     const reply = await route.handle({
@@ -170,6 +171,7 @@ async function handle(
       key,
       deps,
       clientGone: gone.signal,
+      req,
       stopping,
       res,
     });
