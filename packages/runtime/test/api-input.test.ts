@@ -268,6 +268,8 @@ describe("every bound: accepted at the bound, refused one past it, and nothing a
         );
         const chunk = " ".repeat(16 * 1024);
         for (let i = 0; i < 8; i++) socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+        // The rest is read and dropped; the connection closes once the body has ended.
+        socket.write("0\r\n\r\n");
       });
       let text = "";
       socket.on("data", (d) => (text += d.toString()));
@@ -276,6 +278,110 @@ describe("every bound: accepted at the bound, refused one past it, and nothing a
     });
     expect(response.startsWith("HTTP/1.1 413")).toBe(true);
     expect(response.toLowerCase()).toContain("connection: close");
+  });
+});
+
+/**
+ * A client that writes its whole request before it reads (Python's urllib, curl without Expect),
+ * as raw HTTP/1.1: the write fails if the server closes the connection under it. Resolves with
+ * everything the server sent, and how long after the request the connection closed.
+ */
+async function writeAllThenRead(url: string, head: string, body: Uint8Array): Promise<{ text: string; ms: number }> {
+  const { port, hostname } = new URL(url);
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, async () => {
+      const write = (chunk: string | Uint8Array): Promise<void> =>
+        new Promise((done, fail) => {
+          if (socket.write(chunk, (error) => (error ? fail(error) : undefined))) done();
+          else socket.once("drain", done);
+        });
+      try {
+        await write(head);
+        for (let at = 0; at < body.byteLength; at += 64 * 1024) await write(body.subarray(at, at + 64 * 1024));
+        await new Promise<void>((done, fail) => socket.write("", (error) => (error ? fail(error) : done())));
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      let text = "";
+      socket.on("data", (d) => (text += d.toString()));
+      socket.on("close", () => resolve({ text, ms: Date.now() - started }));
+      socket.resume();
+    });
+    socket.on("error", reject);
+  });
+}
+
+/** The JSON body of a raw answer. */
+function answerJson(text: string): unknown {
+  return JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+}
+
+describe("a refused body is read and dropped, so the answer reaches a client that writes it all first", () => {
+  it("an oversize body written whole, without Expect: the 413 arrives, then the connection closes", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const url = `${h.server.url}${h.queuePath("jobs")}:send`;
+    // The size the bug was reported with: four times the cap and more, within the drain bound.
+    const body = new Uint8Array(4_400_000).fill(0x20);
+    expect(body.byteLength).toBeLessThanOrEqual(apiLimits.refusedBodyDrainBytesMax);
+    const head = (auth: string) =>
+      `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.byteLength}\r\n\r\n`;
+    const oversize = await writeAllThenRead(url, head(`Authorization: Bearer ${h.defaultKey}\r\n`), body);
+    expect(oversize.text.startsWith("HTTP/1.1 413")).toBe(true);
+    expect(oversize.text.toLowerCase()).toContain("connection: close");
+    expect(answerJson(oversize.text)).toMatchObject({ error: { code: "body_too_large" } });
+    // Any refusal before the body is read is answered the same way.
+    const unauthenticated = await writeAllThenRead(url, head(""), body);
+    expect(unauthenticated.text.startsWith("HTTP/1.1 401")).toBe(true);
+    expect(answerJson(unauthenticated.text)).toMatchObject({ error: { code: "unauthenticated" } });
+    expect((await h.call("GET", h.queuePath("jobs"))).json.counts.ready).toBe(0);
+  });
+
+  it("a body declared past the drain bound is not waited for: 413 and the connection closed at once", async () => {
+    const h = await apiHarness({ timeouts: { refusedBodyDrainMs: 60_000 } });
+    await h.createQueue("jobs");
+    const url = `${h.server.url}${h.queuePath("jobs")}:send`;
+    const head = `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\nContent-Length: ${apiLimits.refusedBodyDrainBytesMax + 1}\r\n\r\n`;
+    // Only the head: what the server closes on is then the client's to read.
+    const { text, ms } = await writeAllThenRead(url, head, new Uint8Array(0));
+    expect(text.startsWith("HTTP/1.1 413")).toBe(true);
+    expect(ms).toBeLessThan(5_000);
+  });
+
+  it("a chunked body that goes on past the drain bound has the connection closed under it", async () => {
+    const h = await apiHarness({ timeouts: { refusedBodyDrainMs: 60_000 } });
+    await h.createQueue("jobs");
+    const url = `${h.server.url}${h.queuePath("jobs")}:send`;
+    const head = `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+    const chunk = Buffer.concat([Buffer.from("10000\r\n"), Buffer.alloc(0x10000, 0x20), Buffer.from("\r\n")]);
+    // Twice the bound, never ended: only the byte bound can close this before the time bound.
+    const body = Buffer.concat(Array.from({ length: Math.ceil((2 * apiLimits.refusedBodyDrainBytesMax) / 0x10000) }, () => chunk));
+    const started = Date.now();
+    await writeAllThenRead(url, head, body).catch((error: NodeJS.ErrnoException) => expect(["EPIPE", "ECONNRESET"]).toContain(error.code));
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("a body that stops coming: the 413 is sent at once, and the connection closes at the time bound", async () => {
+    const h = await apiHarness({ timeouts: { refusedBodyDrainMs: 300 } });
+    await h.createQueue("jobs");
+    const url = `${h.server.url}${h.queuePath("jobs")}:send`;
+    const head = `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\nContent-Length: ${apiLimits.sendBodyBytesMax + 1}\r\n\r\n`;
+    let firstAnswerMs = -1;
+    const { port, hostname } = new URL(url);
+    const started = Date.now();
+    const closedMs = await new Promise<number>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write(`${head}{"events":`));
+      socket.on("data", (d) => {
+        if (firstAnswerMs < 0 && d.toString().startsWith("HTTP/1.1 413")) firstAnswerMs = Date.now() - started;
+      });
+      socket.on("close", () => resolve(Date.now() - started));
+      socket.on("error", reject);
+    });
+    expect(firstAnswerMs).toBeGreaterThanOrEqual(0);
+    expect(closedMs).toBeGreaterThanOrEqual(300);
+    expect(closedMs).toBeLessThan(5_000);
   });
 });
 

@@ -1,6 +1,12 @@
 import { limits } from "@celld/queue-cell";
 
 /**
+ * A send or publish body. The events of one call are at most `batchBytesMax` once encoded;
+ * base64 (4/3) and JSON escaping need room above that, and four times covers both.
+ */
+const sendBodyBytesMax = limits.batchBytesMax * 4;
+
+/**
  * Bounds that exist only at the HTTP edge. Every queue bound (message bytes, batch size, lease
  * size, visibility, wait, delays, deliveries) comes from `limits` in @celld/queue-cell; these are
  * the ones a cell never sees: request bodies, JSON shape, names, pages, keys, subscriptions.
@@ -8,11 +14,7 @@ import { limits } from "@celld/queue-cell";
  * where one matches a queue bound it is derived from `limits`, not repeated.
  */
 export const apiLimits = {
-  /**
-   * A send or publish body. The events of one call are at most `batchBytesMax` once encoded;
-   * base64 (4/3) and JSON escaping need room above that, and four times covers both.
-   */
-  sendBodyBytesMax: limits.batchBytesMax * 4,
+  sendBodyBytesMax,
   /** Every other body: a hundred lease references or a queue's settings fit many times over. */
   controlBodyBytesMax: 64 * 1024,
   /** Nesting of any JSON body, event data included. */
@@ -53,6 +55,14 @@ export const apiLimits = {
   keepAliveTimeoutMs: 5_000,
   /** How often Node checks the two timeouts above. */
   timeoutCheckIntervalMs: 1_000,
+  /**
+   * A body refused unread (too large, a bad key) is still read and dropped, up to this many bytes
+   * and for at most this long, so that a client that writes its whole body before reading gets
+   * the answer; past either the connection is closed under it. Eight times the largest body
+   * covers the oversize bodies clients send by mistake (a 4.4 MB send).
+   */
+  refusedBodyDrainBytesMax: sendBodyBytesMax * 8,
+  refusedBodyDrainMs: 10_000,
 } as const;
 
 export type ApiLimits = typeof apiLimits;

@@ -16,8 +16,8 @@ export type RequestFormat = WireFormat | "cloudevents-structured" | "cloudevents
 
 /**
  * Reads a request body of at most `capBytes`. A declared length over the cap is refused before a
- * byte is read; a chunked body is refused as soon as it passes the cap, and the rest is never
- * read (the reply closes the connection).
+ * byte is read; a chunked body is refused as soon as it passes the cap, and the rest is read
+ * only to be dropped (writeErrorAndClose).
  */
 export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer> {
   const declared = req.headers["content-length"];
@@ -133,7 +133,59 @@ export function writeError(res: ServerResponse, error: ApiError, headers: Record
   writeJson(res, error.status, error.toJSON(), headers);
 }
 
+/**
+ * Answers a request whose body is unread (refused before or while reading it), then closes the
+ * connection. Closing at once leaves the unread bytes in the socket, and the kernel answers them
+ * with a reset: a client that writes its whole body before reading (Python's urllib, curl
+ * without Expect) sees a broken pipe instead of the answer. So the answer is sent at once, for
+ * clients that read as they write, and the rest of the body is read and dropped before the
+ * close, up to `drain.bytesMax` and `drain.ms`. A body declared longer than that, or one that
+ * outruns either bound, is closed on unread as before.
+ */
+export function writeErrorAndClose(
+  req: IncomingMessage,
+  res: ServerResponse,
+  error: ApiError,
+  headers: Record<string, string>,
+  drain: { bytesMax: number; ms: number },
+): void {
+  const body = Buffer.from(JSON.stringify(error.toJSON()));
+  writeHead(res, error.status, `${jsonMediaType}; charset=utf-8`, body, { ...headers, connection: "close" });
+  if (Number(req.headers["content-length"] ?? 0) > drain.bytesMax) {
+    res.end(body);
+    return;
+  }
+  res.write(body);
+  let drained = 0;
+  let done = false;
+  const finish = (): void => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    req.off("data", onData);
+    req.off("end", finish);
+    req.off("error", finish);
+    res.off("close", finish);
+    if (!res.destroyed) res.end();
+  };
+  const onData = (chunk: Buffer): void => {
+    drained += chunk.byteLength;
+    if (drained > drain.bytesMax) finish();
+  };
+  const timer = setTimeout(finish, drain.ms);
+  req.on("data", onData);
+  req.on("end", finish);
+  req.on("error", finish);
+  res.on("close", finish);
+  req.resume();
+}
+
 function write(res: ServerResponse, status: number, type: string, body: Uint8Array, headers: Record<string, string>): void {
+  writeHead(res, status, type, body, headers);
+  res.end(body);
+}
+
+function writeHead(res: ServerResponse, status: number, type: string, body: Uint8Array, headers: Record<string, string>): void {
   res.writeHead(status, {
     "content-type": type,
     "content-length": String(body.byteLength),
@@ -141,7 +193,6 @@ function write(res: ServerResponse, status: number, type: string, body: Uint8Arr
     "x-content-type-options": "nosniff",
     ...headers,
   });
-  res.end(body);
 }
 
 /** Resolves true once the answer has been handed to the connection, false if it closed first. */

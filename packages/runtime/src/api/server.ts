@@ -6,7 +6,17 @@ import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate, authorize } from "./auth.ts";
 import { Catalog } from "./catalog.ts";
 import { ApiError, toApiError } from "./errors.ts";
-import { delivered, readBody, requestFormat, responseFormat, writeError, writeJson, writeJsonText, writeProtobuf } from "./http-io.ts";
+import {
+  delivered,
+  readBody,
+  requestFormat,
+  responseFormat,
+  writeError,
+  writeErrorAndClose,
+  writeJson,
+  writeJsonText,
+  writeProtobuf,
+} from "./http-io.ts";
 import { parseJsonBody } from "./json-body.ts";
 import { checkSegment, envName } from "./names.ts";
 import { checkQuery } from "./paging.ts";
@@ -23,6 +33,8 @@ export interface ApiServerTimeouts {
   requestMs: number;
   keepAliveMs: number;
   checkIntervalMs: number;
+  /** How long a refused, unread body is read and dropped before the connection closes. */
+  refusedBodyDrainMs: number;
 }
 
 export interface ApiServerOptions {
@@ -73,6 +85,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     requestMs: apiLimits.requestTimeoutMs,
     keepAliveMs: apiLimits.keepAliveTimeoutMs,
     checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
+    refusedBodyDrainMs: apiLimits.refusedBodyDrainMs,
     ...options.timeouts,
   };
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
@@ -85,7 +98,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       connectionsCheckingInterval: timeouts.checkIntervalMs,
     },
     (req, res) => {
-      const handling = handle(req, res, router, deps, stopping.signal, onInternalError);
+      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs);
       inflight.add(handling);
       void handling.finally(() => inflight.delete(handling));
     },
@@ -125,6 +138,7 @@ async function handle(
   deps: ApiDeps,
   stopping: AbortSignal,
   onInternalError: (error: unknown) => void,
+  drainMs: number,
 ): Promise<void> {
   const gone = new AbortController();
   res.on("close", () => {
@@ -187,7 +201,9 @@ async function handle(
     const error = toApiError(thrown);
     if (error.code === "internal") onInternalError(thrown);
     if (res.headersSent || res.destroyed) return;
-    writeError(res, error, errorHeaders(req, error, bodyRead));
+    const headers = errorHeaders(error);
+    if (hasBody(req) && !bodyRead) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
+    else writeError(res, error, headers);
   }
 }
 
@@ -199,14 +215,15 @@ function decodeBody(type: ProtoTypeName, bytes: Uint8Array): unknown {
   }
 }
 
-function errorHeaders(req: IncomingMessage, error: ApiError, bodyRead: boolean): Record<string, string> {
+function errorHeaders(error: ApiError): Record<string, string> {
   const headers: Record<string, string> = {};
   if (error.code === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="celld"';
   if (error.code === "method_not_allowed") headers["allow"] = (error.extra?.["allowed_methods"] as string[]).join(", ");
   if (error.code === "overloaded") headers["retry-after"] = String(apiLimits.retryAfterSeconds);
-  // An unread body (refused before or while reading it) is not drained: the connection ends.
-  const length = req.headers["content-length"];
-  const hasBody = (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
-  if (hasBody && !bodyRead) headers["connection"] = "close";
   return headers;
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
 }
