@@ -133,6 +133,22 @@ describe("JSON data comes back from a lease exactly as it was sent", () => {
   });
 });
 
+describe("text data comes back exactly as it was sent", () => {
+  it("a leading byte-order mark included, in JSON and in protobuf", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    const data = "\ufeffid,total\n1,12.50";
+    await h.call("POST", `${path}:send`, { body: { events: [{ specversion: "1.0", id: "csv", source: "/tests", type: "test.event", datacontenttype: "text/csv", data }] } });
+    const [m] = (await h.call("POST", `${path}:lease`, { body: {} })).json.messages;
+    expect(m.event.data).toBe(data);
+    h.clock.advance(30_000);
+    const proto = { "content-type": "application/x-protobuf", accept: "application/x-protobuf" };
+    const again = await h.call("POST", `${path}:lease`, { raw: encodeProto("LeaseRequest", {}), headers: proto });
+    expect(decodeProto("LeaseResponse", again.bytes).messages[0]!.event.text_data).toBe(data);
+  });
+});
+
 describe("the JSON source scanner agrees with JSON.parse", () => {
   /** A small seeded generator (mulberry32), so a failure names a seed that replays it. */
   function random(seed: number): () => number {

@@ -45,7 +45,9 @@ const absoluteUri = /^[A-Za-z][A-Za-z0-9+.-]*:\S*$/;
 const uriReference = /^[^\s\u0000-\u001f\u007f]+$/;
 const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+// A text body comes back as it was sent, a leading byte-order mark included (a CSV from Excel),
+// as a Worker's queue() receives it too; JSON text never starts with one.
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * A structured-mode JSON CloudEvent, checked attribute by attribute. `dataText` is the source text
