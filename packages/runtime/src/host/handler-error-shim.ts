@@ -31,39 +31,52 @@ const has = (h) =>
   typeof original === "function"
     ? !!original.prototype && typeof original.prototype[h] === "function"
     : original !== null && typeof original === "object" && typeof original[h] === "function";
+// A handler that reports what it throws; run(self, args) calls the author's handler.
+const reporting = (h, run) =>
+  async function (...args) {
+    try {
+      return await run(this, args);
+    } catch (error) {
+      report(what[h](args[0]), error);
+      throw error;
+    }
+  };
 let wrapped = original;
 if (typeof original === "function" && handlers.some(has)) {
-  // A class default export (WorkerEntrypoint): a subclass with the same name.
+  // A class default export (WorkerEntrypoint): a subclass with the same name, whose instances
+  // are the author's class's own, private fields and all.
   wrapped = class extends original {};
   for (const h of handlers) {
     if (!has(h)) continue;
     Object.defineProperty(wrapped.prototype, h, {
       configurable: true,
       writable: true,
-      value: async function (...args) {
-        try {
-          return await original.prototype[h].apply(this, args);
-        } catch (error) {
-          report(what[h](args[0]), error);
-          throw error;
-        }
-      },
+      value: reporting(h, (self, args) => original.prototype[h].apply(self, args)),
     });
   }
   Object.defineProperty(wrapped, "name", { value: original.name });
 } else if (typeof original === "object" && handlers.some(has)) {
-  wrapped = Object.assign(Object.create(Object.getPrototypeOf(original)), original);
-  for (const h of handlers) {
-    if (!has(h)) continue;
-    wrapped[h] = async function (...args) {
-      try {
-        return await original[h].apply(this, args);
-      } catch (error) {
-        report(what[h](args[0]), error);
-        throw error;
-      }
-    };
-  }
+  // workerd reads the handlers off the export and calls them on it. A copy of the object would
+  // lack a class instance's private fields, keep its getters' values from load time and hold
+  // state apart from the author's object; so workerd gets a view of the author's object, whose
+  // functions run on that object. The view's target is an empty object, not the author's, so
+  // that the handlers of a frozen object can be handed out wrapped.
+  wrapped = new Proxy({}, {
+    getPrototypeOf: () => Object.getPrototypeOf(original),
+    has: (_, key) => key in original,
+    ownKeys: () => Reflect.ownKeys(original),
+    getOwnPropertyDescriptor(_, key) {
+      const own = Reflect.getOwnPropertyDescriptor(original, key);
+      // Not the target's own: reported as configurable, as a proxy must.
+      return own === undefined ? undefined : { ...own, configurable: true };
+    },
+    get(_, key) {
+      const value = original[key];
+      if (typeof value !== "function") return value;
+      const run = (_, args) => value.apply(original, args);
+      return handlers.includes(key) ? reporting(key, run) : (...args) => value.apply(original, args);
+    },
+  });
 }
 export default wrapped;
 ${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarning(consumer.worker, consumer.queues)}`;
