@@ -83,3 +83,100 @@ export default app;
   expect(await (await running.fetch("/")).text()).toBe("hits=1 module=1 kept");
   expect(await (await running.fetch("/")).text()).toBe("hits=2 module=2 kept");
 });
+
+// later() rejects on line 6 of index.ts (`new` at column 9); the bundle has no interface lines,
+// so a position left unmapped would name another line.
+const rejecting = `interface Env {
+  JOBS: Queue<string>;
+}
+async function later(what: string): Promise<void> {
+  await null;
+  throw new Error(\`\${what} failed\`);
+}
+`;
+
+test("a rejected ctx.waitUntil() promise and an unhandled rejection reach the log with source positions, once each, and the response is unchanged", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": wrangler(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
+`).replace('"index.js"', '"index.ts"'),
+    "index.ts": `${rejecting}
+export default {
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+    const { pathname } = new URL(request.url);
+    if (pathname === "/wait") ctx.waitUntil(later("waitUntil"));
+    if (pathname === "/loose") void later("loose");
+    if (pathname === "/both") {
+      // The same error in waitUntil() and, through then(), in a promise nobody handles.
+      const promise = later("both");
+      ctx.waitUntil(promise);
+      promise.then(() => undefined);
+    }
+    if (pathname === "/thrown") {
+      // And in waitUntil() and thrown by the handler.
+      const promise = later("thrown");
+      ctx.waitUntil(promise);
+      await promise;
+    }
+    if (pathname === "/send") await env.JOBS.send("job");
+    if (pathname === "/mark") console.error("mark");
+    return new Response(\`ok \${pathname}\`);
+  },
+  async queue(batch: MessageBatch<string>, env: Env, ctx: ExecutionContext): Promise<void> {
+    ctx.waitUntil(later(\`queue \${batch.queue}\`));
+  },
+};
+`,
+  });
+  const running = await tidy.runHost([config], p.dataDir);
+  const indexTs = `file://${p.dir}/index.ts`;
+  for (const path of ["/wait", "/loose", "/both"]) {
+    const response = await running.fetch(path);
+    expect({ path, status: response.status, body: await response.text() }).toEqual({ path, status: 200, body: `ok ${path}` });
+  }
+  expect((await running.fetch("/thrown")).status).toBe(500);
+  expect(await (await running.fetch("/send")).text()).toBe("ok /send");
+  await logOnceItShows(running, /queue jobs failed/, "the queue() handler's waitUntil() rejection");
+  // A line on stderr after every other request's output.
+  expect(await (await running.fetch("/mark")).text()).toBe("ok /mark");
+  const text = await logOnceItShows(running, /stderr: mark/, "the mark");
+
+  expect(text).toContain(
+    `stderr: [celld] a ctx.waitUntil() promise of the fetch() handler for GET /wait rejected: Error: waitUntil failed\n` +
+      `stderr:     at later (${indexTs}:6:9)`,
+  );
+  expect(text).toContain(`stderr: [celld] unhandled promise rejection: Error: loose failed\nstderr:     at later (${indexTs}:6:9)`);
+  expect(text).toContain(
+    `stderr: [celld] a ctx.waitUntil() promise of the queue() handler for "jobs" rejected: Error: queue jobs failed\n` +
+      `stderr:     at later (${indexTs}:6:9)`,
+  );
+  expect(text).toContain(`stderr: [celld] fetch() handler for GET /thrown threw: Error: thrown failed\n`);
+  for (const what of ["waitUntil", "loose", "both", "thrown", "queue jobs"]) {
+    expect({ what, times: text.split(`${what} failed`).length - 1 }).toEqual({ what, times: 1 });
+  }
+});
+
+test("a WorkerEntrypoint's this.ctx.waitUntil() rejection reaches the log too", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": wrangler().replace('"index.js"', '"index.ts"'),
+    "index.ts": `import { WorkerEntrypoint } from "cloudflare:workers";
+${rejecting}
+export default class Web extends WorkerEntrypoint {
+  async fetch(): Promise<Response> {
+    this.ctx.waitUntil(later("entrypoint"));
+    return new Response("ok");
+  }
+}
+`,
+  });
+  const running = await tidy.runHost([config], p.dataDir);
+  expect(await (await running.fetch("/")).text()).toBe("ok");
+  const text = await logOnceItShows(running, /entrypoint failed\n.*at later/, "the waitUntil() rejection and its stack");
+  expect(text).toContain(
+    `stderr: [celld] a ctx.waitUntil() promise of the fetch() handler for GET / rejected: Error: entrypoint failed\n` +
+      // One line further down, below the import.
+      `stderr:     at later (file://${p.dir}/index.ts:7:9)`,
+  );
+});

@@ -60,7 +60,9 @@ function runThrowing(bundle: WorkerBundle, name: string): { file: string; stdout
   const file = join(dir, "out", `${name}.mjs`);
   mkdirSync(join(file, ".."), { recursive: true });
   writeFileSync(file, bundle.code);
-  const script = `const { default: worker } = await import(process.argv[1]);
+  // The shim listens for unhandled rejections on workerd's global scope, which Node's lacks.
+  const script = `globalThis.addEventListener ??= () => {};
+const { default: worker } = await import(process.argv[1]);
 try { await worker.fetch(new Request("http://localhost/throw")); } catch (error) { console.log(error.stack); }`;
   const run = spawnSync(process.execPath, ["--input-type=module", "-e", script, pathToFileURL(file).href], { encoding: "utf8" });
   return { file, stdout: run.stdout.split("\n"), stderr: run.stderr.split("\n") };
@@ -120,7 +122,7 @@ describe("StackPositions", () => {
   test("a frame in the shim that is not a whole stack line is kept, unmapped", () => {
     const main = join(dir, "out", "shimmed.mjs");
     const positions = new StackPositions([{ main, bundle: shimmed }]);
-    const { line, column } = positionOf(shimmed.code, "report(what[h](args[0]), error)");
+    const { line, column } = positionOf(shimmed.code, "run(this, args)");
     expect(positions.rewrite(`    at Object.fetch (${main}:${line}:${column})`)).toBeUndefined();
     const said = `the wrapper is at ${main}:${line}:${column}`;
     expect(positions.rewrite(said)).toBe(said);

@@ -5,16 +5,29 @@
  * and its JavaScript stack in the host's log, the Worker's entry is wrapped: its module is
  * re-exported unchanged, and the default export's fetch and queue handlers print a thrown error
  * (console.error, which workerd passes to the host's stderr) and rethrow it, so the response, the
- * outcome and the retries are what they would have been. For a consumer Worker, the shim also
- * says at load when the default export has no queue() handler (see missingQueueWarning).
+ * outcome and the retries are what they would have been. workerd says nothing at all of a
+ * rejected ctx.waitUntil() promise or of a promise rejection nobody handled; the shim prints
+ * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
+ * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
 export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[] }): string {
   const main = JSON.stringify(mainPath);
   return `import * as user from ${main};
 export * from ${main};
 const original = user.default;
-const report = (what, error) =>
-  console.error(\`[celld] \${what} threw: \${error && error.stack ? error.stack : String(error)}\`);
+// One error can surface several ways: a promise handed to waitUntil() may also be what the
+// handler throws, or have a then() nobody catches. A handler's throw is printed for every
+// invocation that fails (an error kept from an earlier one fails each request anew); the other
+// ways print only an error not printed before.
+const printed = new WeakSet();
+const report = (lead, error) => {
+  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
+  console.error(\`[celld] \${lead}: \${error && error.stack ? error.stack : String(error)}\`);
+};
+const reportOnce = (lead, error) => {
+  if (!printed.has(error)) report(lead, error);
+};
+addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
 const what = {
   fetch: (request) => {
     try {
@@ -25,20 +38,41 @@ const what = {
   },
   queue: (batch) => \`queue() handler for "\${batch && batch.queue}"\`,
 };
+// workerd waits for a waitUntil() promise and drops its rejection unseen (it is not an unhandled
+// rejection: workerd handles it). The promise is watched, and still handed to workerd as it was.
+// Its rejection is printed once the handler has settled, so that an error the handler also
+// throws is printed as the handler's. (Reflect.set: a context that refused the property would
+// leave the Worker unwatched, not failing.)
+const watchWaitUntil = (ctx, about, settled) => {
+  if (ctx === null || typeof ctx !== "object" || typeof ctx.waitUntil !== "function") return;
+  const waitUntil = ctx.waitUntil;
+  Reflect.set(ctx, "waitUntil", function (promise) {
+    Promise.resolve(promise).catch((error) =>
+      settled.then(() => reportOnce(\`a ctx.waitUntil() promise of the \${about()} rejected\`, error)),
+    );
+    return waitUntil.apply(this, arguments);
+  });
+};
 const handlers = Object.keys(what);
 // Whether the default export has handler h: on a class's prototype, or on an object.
 const has = (h) =>
   typeof original === "function"
     ? !!original.prototype && typeof original.prototype[h] === "function"
     : original !== null && typeof original === "object" && typeof original[h] === "function";
-// A handler that reports what it throws; run(self, args) calls the author's handler.
+// A handler that reports what it throws; run(self, args) calls the author's handler. The context
+// is the handler's third argument, or a WorkerEntrypoint's this.ctx.
 const reporting = (h, run) =>
   async function (...args) {
+    const about = () => what[h](args[0]);
+    let done;
+    watchWaitUntil(typeof original === "function" ? this.ctx : args[2], about, new Promise((resolve) => (done = resolve)));
     try {
       return await run(this, args);
     } catch (error) {
-      report(what[h](args[0]), error);
+      report(\`\${about()} threw\`, error);
       throw error;
+    } finally {
+      done();
     }
   };
 let wrapped = original;
