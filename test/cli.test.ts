@@ -178,6 +178,44 @@ test("a Ctrl-C (SIGINT to celld and workerd at once) hands a running batch back 
   expect(await second.exited).toBe(0);
 });
 
+test("a Worker workerd refuses to start is one clear error after workerd's own lines, naming the config key it can tell", async () => {
+  const fail = async (p: Project, args: string[] = []): Promise<string> => {
+    const r = run(["dev", "--port", "0", ...args], p.dir);
+    expect(await r.exited).toBe(1);
+    const output = r.output();
+    // workerd's lines, then celld's one line; not Miniflare's error or stack.
+    expect(output).not.toMatch(/MiniflareCoreError|ERR_RUNTIME_FAILURE|node_modules/);
+    const lines = output.trimEnd().split("\n");
+    expect(lines.filter((l) => l.startsWith("celld:"))).toEqual([lines.at(-1)]);
+    return output;
+  };
+
+  const top = await fail(appProject("", 'const cfg = JSON.parse("{bad json");\nexport default { fetch() { return new Response(cfg); } };\n'));
+  expect(top).toMatch(/^service core:user:app: Uncaught SyntaxError: .*JSON/m);
+  expect(top).toMatch(/\ncelld: the Workers could not start, so nothing was started \(workerd's messages above say why\)\n$/);
+
+  const flags = appProject('compatibility_flags = ["nodejs_compat", "no_such_flag"]\n', echoWorker);
+  expect(await fail(flags)).toBe(
+    "service core:user:app: No such compatibility flag: no_such_flag\n" +
+      `celld: the Workers could not start, so nothing was started: ${join(flags.dir, "wrangler.toml")}: compatibility_flags[1]: ` +
+      'workerd has no compatibility flag "no_such_flag": misspelt, or newer than this workerd (celld --version shows which it is)\n',
+  );
+
+  const services = projectWith({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"
+services = [{ binding = "JOBS_API", service = "jobs" }, { binding = "OTHER", service = "jobs", entrypoint = "Missing" }]\n`,
+    "worker.js": echoWorker,
+    "jobs/wrangler.toml": `name = "jobs"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
+    "jobs/worker.js": echoWorker,
+  });
+  const entrypoint = await fail(services, ["-c", "wrangler.toml", "-c", "jobs/wrangler.toml"]);
+  expect(entrypoint).toContain('named entrypoint "Missing", but "core:user:jobs" has no such named entrypoint.\n');
+  expect(entrypoint).toContain(
+    `\ncelld: the Workers could not start, so nothing was started: ${join(services.dir, "wrangler.toml")}: services[1].entrypoint: ` +
+      'Worker "jobs" exports no entrypoint named "Missing"',
+  );
+});
+
 test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
   const p = appProject("", "export default { fetch() { return new Response('hi'); } };");
   const holder = createServer();

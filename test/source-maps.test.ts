@@ -1,5 +1,8 @@
 import { join } from "node:path";
 import { expect, test } from "vitest";
+import { loadDeployment } from "../packages/runtime/src/config/index.ts";
+import { startHost } from "../packages/runtime/src/host/host.ts";
+import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
 import { eventually, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
 // workerd prints stack positions in the bundle under the name of the Worker's main file; the host
@@ -95,4 +98,36 @@ test("a Worker that imports a text module (loaded as a list of modules) is mappe
   const text = await logOnceItShows(running, /fetch failed\n.*\n.*Object\.fetch.*\)/, "the fetch() handler's stack");
   expect(text).toContain(`stderr:     at fail (file://${join(p.dir, "src", "work.ts")}:5:9)\n`);
   expect(text).not.toContain("celld-entry");
+});
+
+test("an error workerd reports while it loads a Worker is all in the host log when the start fails", async () => {
+  const p = tidy.project();
+  // JSON.parse fails in conf.ts on line 5, column 10, called from index.ts on line 4, column 13.
+  const config = p.write({
+    "wrangler.toml": `name = "web"\nmain = "src/index.ts"\ncompatibility_date = "2025-09-01"\n`,
+    "src/conf.ts": `interface Conf {
+  a: number;
+}
+export function load(text: string): Conf {
+  return JSON.parse(text) as Conf;
+}
+`,
+    "src/index.ts": `import { load } from "./conf.ts";
+interface Env {}
+// Types and comments the bundle drops.
+const conf = load("{bad json");
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    return new Response(String(conf.a));
+  },
+};
+`,
+  });
+  const log = new MemoryHostLog();
+  await expect(startHost({ deployment: loadDeployment([config]), dataDir: p.dataDir, port: 0, log })).rejects.toMatchObject({
+    code: "ERR_RUNTIME_START",
+  });
+  // All of workerd's report is in the log by the time the start fails.
+  const text = log.lines.join("\n");
+  expect(text).toMatch(/stderr: service core:user:web: Uncaught SyntaxError: .*\nstderr:   at .* in load\nstderr:   at \S+$/);
 });

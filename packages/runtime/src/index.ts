@@ -1,6 +1,7 @@
 // The celld host: what the CLI runs, for programs that embed it. The native API and its client
 // have their own entry points: @celld/runtime/api and @celld/runtime/client.
 export { startHost, type Host, type HostOptions } from "./host/host.ts";
+export { RuntimeStartError } from "./host/runtime-start.ts";
 export { consoleHostLog, MemoryHostLog, type HostLog } from "./host/host-log.ts";
 export type { HostPlugin, PluginStartContext } from "./host/host-plugin.ts";
 export {

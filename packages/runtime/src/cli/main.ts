@@ -7,6 +7,8 @@ import { keys } from "./keys.ts";
 import { versionText } from "./version.ts";
 
 const commands = ["dev", "keys", "help", "version"];
+/** Errors whose message says all a user needs: printed alone, without a stack. */
+const ownErrors = new Set(["ERR_ADDRESS_IN_USE", "ERR_DATA_DIR_IN_USE", "ERR_RUNTIME_START"]);
 /** Asked for anywhere on the line, as most CLIs allow (`celld dev --help`). */
 const helpFlags = new Set(["--help", "-h"]);
 
@@ -44,10 +46,7 @@ try {
   if (error instanceof UsageError) {
     console.error(`celld: ${(error as Error).message}\n\n${usage}`);
     process.exitCode = 2;
-  } else if ((error as { code?: string }).code === "ERR_ADDRESS_IN_USE") {
-    console.error(`celld: ${(error as Error).message}`);
-    process.exitCode = 1;
-  } else if ((error as { code?: string }).code === "ERR_DATA_DIR_IN_USE") {
+  } else if (ownErrors.has((error as { code?: string }).code ?? "")) {
     console.error(`celld: ${(error as Error).message}`);
     process.exitCode = 1;
   } else if (error instanceof ApiError) {

@@ -16,6 +16,7 @@ import { handlerErrorShim } from "./handler-error-shim.ts";
 import { checkPortFree } from "./port-check.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
+import { RuntimeStartError, StartBlame, isRuntimeFailure } from "./runtime-start.ts";
 import { StackPositions, type BundledWorker } from "./stack-positions.ts";
 import { workerOptions } from "./worker-options.ts";
 
@@ -127,6 +128,9 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
     const output = new RuntimeOutputFilter();
+    // Until workerd has started: what its output says of a refused start.
+    let blame: StartBlame | undefined = new StartBlame(options.deployment.workers);
+    let stderrRead: Promise<void> = Promise.resolve();
     // workerd's stdout closes when it exits: after start and before close(), that is a crash.
     let running = false;
     const exited = (): void => {
@@ -140,6 +144,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       options.onRuntimeExit?.();
     };
     const forward = (line: string, stream: "stdout" | "stderr") => {
+      if (stream === "stderr") blame?.read(line);
       if (!output.shows(line, stream)) return;
       const shown = positions.rewrite(line);
       if (shown !== undefined) log.runtime(shown, stream);
@@ -154,11 +159,19 @@ export async function startHost(options: HostOptions): Promise<Host> {
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
-        createInterface({ input: stderr }).on("line", (line) => forward(line, "stderr"));
+        const stderrLines = createInterface({ input: stderr }).on("line", (line) => forward(line, "stderr"));
+        stderrRead = new Promise((resolve) => stderrLines.once("close", resolve));
         stdout.once("close", exited);
       },
     });
-    await miniflare.ready;
+    await miniflare.ready.catch(async (error: unknown) => {
+      if (!isRuntimeFailure(error)) throw error;
+      // workerd has exited, but the lines that say why (and name the config key) may still be in
+      // the pipe: read to its end, which takes well under a second.
+      await Promise.race([stderrRead, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      throw new RuntimeStartError(blame?.issues ?? []);
+    });
+    blame = undefined;
     guard = WorkerdGuard.start(options.dataDir, workerdBefore);
     const mf = miniflare;
     const url = await mf.unsafeGetDirectURL(first.name);
