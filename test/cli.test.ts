@@ -190,8 +190,11 @@ test("a Worker workerd refuses to start is one clear error after workerd's own l
     return output;
   };
 
-  const top = await fail(appProject("", 'const cfg = JSON.parse("{bad json");\nexport default { fetch() { return new Response(cfg); } };\n'));
+  const topProject = appProject("", 'const cfg = JSON.parse("{bad json");\nexport default { fetch() { return new Response(cfg); } };\n');
+  const top = await fail(topProject);
   expect(top).toMatch(/^service core:user:app: Uncaught SyntaxError: .*JSON/m);
+  // The position is worker.js's, not the bundle's.
+  expect(top).toContain(`\n  at ${join(topProject.dir, "worker.js")}:1:`);
   expect(top).toMatch(/\ncelld: the Workers could not start, so nothing was started \(workerd's messages above say why\)\n$/);
 
   const flags = appProject('compatibility_flags = ["nodejs_compat", "no_such_flag"]\n', echoWorker);

@@ -100,9 +100,10 @@ test("a Worker that imports a text module (loaded as a list of modules) is mappe
   expect(text).not.toContain("celld-entry");
 });
 
-test("an error workerd reports while it loads a Worker is all in the host log when the start fails", async () => {
+test("positions in an error workerd reports while it loads a Worker (a module named relative to main's directory) are mapped too", async () => {
   const p = tidy.project();
-  // JSON.parse fails in conf.ts on line 5, column 10, called from index.ts on line 4, column 13.
+  // JSON.parse fails in conf.ts on line 5 (`parse` is column 15), called from index.ts on line 4
+  // (`load`, column 14).
   const config = p.write({
     "wrangler.toml": `name = "web"\nmain = "src/index.ts"\ncompatibility_date = "2025-09-01"\n`,
     "src/conf.ts": `interface Conf {
@@ -127,7 +128,8 @@ export default {
   await expect(startHost({ deployment: loadDeployment([config]), dataDir: p.dataDir, port: 0, log })).rejects.toMatchObject({
     code: "ERR_RUNTIME_START",
   });
-  // All of workerd's report is in the log by the time the start fails.
+  // All of workerd's report is in the log by the time the start fails, its positions mapped.
   const text = log.lines.join("\n");
   expect(text).toMatch(/stderr: service core:user:web: Uncaught SyntaxError: .*\nstderr:   at .* in load\nstderr:   at \S+$/);
+  expect(text).toContain(`stderr:   at ${join(p.dir, "src", "conf.ts")}:5:15 in load\nstderr:   at ${join(p.dir, "src", "index.ts")}:4:14`);
 });

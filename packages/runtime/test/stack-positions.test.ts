@@ -81,7 +81,7 @@ describe("StackPositions", () => {
   test("a V8 stack from the bundle names the user's files and lines, as file URLs", () => {
     const { file, stdout } = runThrowing(plain, "plain");
     expect(stdout.join("\n")).toContain(pathToFileURL(file).href);
-    const positions = new StackPositions([{ main: file, bundle: plain }]);
+    const positions = new StackPositions([{ name: "web", main: file, bundle: plain }]);
     const stack = rewriteAll(positions, stdout).join("\n");
     expect(stack).toContain(`Error: work failed\n    at work (${pathToFileURL(join(dir, "src/work.ts")).href}:3:11)`);
     expect(stack).toContain(`at Object.fetch (${pathToFileURL(join(dir, "src/index.ts")).href}:5:25)`);
@@ -90,7 +90,7 @@ describe("StackPositions", () => {
 
   test("the shim's own frames are dropped; the user's stay, mapped", () => {
     const { file, stderr } = runThrowing(shimmed, "shimmed");
-    const positions = new StackPositions([{ main: file, bundle: shimmed }]);
+    const positions = new StackPositions([{ name: "web", main: file, bundle: shimmed }]);
     const report = rewriteAll(positions, stderr);
     expect(report[0]).toBe("[celld] fetch() handler for GET /throw threw: Error: work failed");
     expect(report[1]).toBe(`    at work (${pathToFileURL(join(dir, "src/work.ts")).href}:3:11)`);
@@ -103,7 +103,7 @@ describe("StackPositions", () => {
 
   test("a plain path stays a plain path; other text, other files and unmapped positions stay as they are", () => {
     const main = join(dir, "out", "plain.mjs");
-    const positions = new StackPositions([{ main, bundle: plain }]);
+    const positions = new StackPositions([{ name: "web", main, bundle: plain }]);
     const { line, column } = positionOf(plain.code, 'new Error("work failed")');
     expect(positions.rewrite(`    at work (${main}:${line}:${column})`)).toBe(`    at work (${join(dir, "src/work.ts")}:3:11)`);
     expect(positions.rewrite(`at ${main}:${line}:${column} and ${pathToFileURL(main).href}:${line}:${column}`)).toBe(
@@ -121,18 +121,51 @@ describe("StackPositions", () => {
 
   test("a frame in the shim that is not a whole stack line is kept, unmapped", () => {
     const main = join(dir, "out", "shimmed.mjs");
-    const positions = new StackPositions([{ main, bundle: shimmed }]);
+    const positions = new StackPositions([{ name: "web", main, bundle: shimmed }]);
     const { line, column } = positionOf(shimmed.code, "run(this, args)");
     expect(positions.rewrite(`    at Object.fetch (${main}:${line}:${column})`)).toBeUndefined();
     const said = `the wrapper is at ${main}:${line}:${column}`;
     expect(positions.rewrite(said)).toBe(said);
   });
 
+  test("a module named relative to main's directory (workerd's reports at load) is mapped to the source's path", () => {
+    const main = join(dir, "out", "plain.mjs");
+    const other = join(dir, "elsewhere", "plain.mjs");
+    const frameAt = (code: string, text: string) => {
+      const { line, column } = positionOf(code, text);
+      return `  at plain.mjs:${line}:${column} in work`;
+    };
+    const thrown = frameAt(plain.code, 'new Error("work failed")');
+    const mapped = `  at ${join(dir, "src/work.ts")}:3:11 in work`;
+    expect(new StackPositions([{ name: "web", main, bundle: plain }]).rewrite(thrown)).toBe(mapped);
+    // Two Workers whose mains have one name: the report's first line says whose the frames are.
+    // A frame of the shim's is dropped from a report on the shimmed Worker, and beyond the end of
+    // the other's bundle.
+    const two = new StackPositions([
+      { name: "web", main, bundle: plain },
+      { name: "jobs", main: other, bundle: shimmed },
+    ]);
+    const inShim = frameAt(shimmed.code, "run(this, args)");
+    expect(two.rewrite(thrown)).toBe(thrown);
+    expect(two.rewrite("service core:user:web: Uncaught Error: work failed")).toBe("service core:user:web: Uncaught Error: work failed");
+    expect(two.rewrite(thrown)).toBe(mapped);
+    expect(two.rewrite(inShim)).toBe(inShim);
+    two.rewrite("service core:user:jobs: Uncaught Error: work failed");
+    expect(two.rewrite(thrown)).toBe(mapped);
+    expect(two.rewrite(inShim)).toBeUndefined();
+    // A line of other output ends the report.
+    expect(two.rewrite("hello")).toBe("hello");
+    expect(two.rewrite(thrown)).toBe(thrown);
+    // A name inside a longer path is not the module's.
+    const longer = thrown.replace("plain.mjs", "/srv/plain.mjs");
+    expect(new StackPositions([{ name: "web", main, bundle: plain }]).rewrite(longer)).toBe(longer);
+  });
+
   test("two Workers bundled differently from one main file: a stack cannot say whose it is, so it is left alone", () => {
     const main = join(dir, "out", "plain.mjs");
     const { line, column } = positionOf(plain.code, 'new Error("work failed")');
     const frame = `    at work (${main}:${line}:${column})`;
-    expect(new StackPositions([{ main, bundle: plain }, { main, bundle: plain }]).rewrite(frame)).toContain("work.ts:3:11");
-    expect(new StackPositions([{ main, bundle: plain }, { main, bundle: shimmed }]).rewrite(frame)).toBe(frame);
+    expect(new StackPositions([{ name: "web", main, bundle: plain }, { name: "web", main, bundle: plain }]).rewrite(frame)).toContain("work.ts:3:11");
+    expect(new StackPositions([{ name: "web", main, bundle: plain }, { name: "web", main, bundle: shimmed }]).rewrite(frame)).toBe(frame);
   });
 });

@@ -106,7 +106,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const bundled: BundledWorker[] = [];
     for (const worker of options.deployment.workers) {
       const bundle = await bundleFor(worker);
-      bundled.push({ main: worker.main, bundle });
+      bundled.push({ name: worker.name, main: worker.main, bundle });
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);
