@@ -47,11 +47,12 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         d1Databases: [{ binding: "DB", databaseName: "app", databaseId: "d1-1" }],
         r2Buckets: [{ binding: "FILES", bucketName: "files" }],
         durableObjects: [{ name: "COUNTER", className: "Counter" }],
+        durableObjectClasses: [{ className: "Counter", storage: "kv" }],
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
       },
     ]);
     expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);
-    // migrations are accepted without a word; the deploy-only keys are named as ignored, and the
+    // migrations are read without a word; the deploy-only keys are named as ignored, and the
     // delivery_delay that Cloudflare would ignore as honoured.
     expect(deployment.warnings).toEqual([
       { file: path, path: "account_id", message: "is a deploy setting with no effect on a local host; ignored" },

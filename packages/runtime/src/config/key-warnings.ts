@@ -29,6 +29,10 @@ const ignoredKeys: Record<string, Record<string, string>> = {
     env: "named environments are not supported; celld reads only the top-level keys",
     triggers: "is ignored: cron triggers do not fire under celld, so a scheduled() handler never runs",
     dev: "is ignored: celld dev takes its address from --port and --host",
+    exports:
+      "is not read: celld takes Durable Object classes and their storage from `migrations`, as the wrangler of its " +
+      "Miniflare does (`exports` came later, in wrangler 4.107); a class declared only here is KV-backed under celld, " +
+      "so ctx.storage.sql throws",
     ...fill(tooling, ["limits", "site", "assets", "containers"]),
     ...fill(deployOnly, [
       "account_id", "zone_id", "routes", "route", "workers_dev", "preview_urls", "observability",

@@ -13,6 +13,7 @@ import {
   type ProcessEnv,
   type ReadDevVarsFile,
 } from "./dev-vars.ts";
+import { unmigratedClassWarnings } from "./durable-object-classes.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
@@ -126,6 +127,8 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       if (checked.success) {
         workers.push(toWorkerConfig(configPath, checked.data, devVars));
         warnings.push(...deliveryDelayWarnings(path, checked.data));
+        const { bindings = [] } = checked.data.durable_objects ?? {};
+        warnings.push(...unmigratedClassWarnings(path, checked.data.name, bindings, checked.data.migrations));
       }
       else issues.push(...checked.error.issues.map((i) => ({ file: path, path: formatPath(i.path), message: i.message })));
     }

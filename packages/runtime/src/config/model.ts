@@ -1,5 +1,6 @@
 import { dirname, resolve } from "node:path";
 import type { DevVars } from "./dev-vars.ts";
+import { replayMigrations, type ClassStorage } from "./durable-object-classes.ts";
 import type { ConfigWarning } from "./issues.ts";
 import type { WorkerFile } from "./schema.ts";
 
@@ -45,6 +46,11 @@ export interface WorkerConfig {
   d1Databases: { binding: string; databaseName: string; databaseId: string }[];
   r2Buckets: { binding: string; bucketName: string }[];
   durableObjects: { name: string; className: string; scriptName?: string }[];
+  /**
+   * The Durable Object classes this Worker's `migrations` leave, bound or not, with their storage
+   * backends: `sqlite` gives the class `ctx.storage.sql`.
+   */
+  durableObjectClasses: { className: string; storage: ClassStorage }[];
   services: { binding: string; service: string; entrypoint?: string }[];
 }
 
@@ -102,6 +108,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       className: d.class_name,
       ...(d.script_name === undefined ? {} : { scriptName: d.script_name }),
     })),
+    durableObjectClasses: [...replayMigrations(file.migrations).classes].map(([className, storage]) => ({ className, storage })),
     services: file.services.map((s) => ({
       binding: s.binding,
       service: s.service,

@@ -1,5 +1,6 @@
 import { limits } from "@celld/queue-cell";
 import { z } from "zod";
+import { replayMigrations } from "./durable-object-classes.ts";
 import { showValue } from "./issues.ts";
 
 /**
@@ -100,6 +101,21 @@ const consumer = table({
   }),
 });
 
+const migration = table({
+  tag: text(),
+  new_classes: list(text()).default([]),
+  new_sqlite_classes: list(text()).default([]),
+  renamed_classes: list(table({ from: text(), to: text() })).default([]),
+  deleted_classes: list(text()).default([]),
+  transferred_classes: list(table({ from: text(), from_script: text(), to: text() })).default([]),
+});
+
+// Replayed here, once every step has its shape, so that a step that cannot be applied is an
+// error with its path like any other (durable-object-classes.ts).
+const migrations = list(migration).superRefine((steps, ctx) => {
+  for (const issue of replayMigrations(steps).issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+});
+
 export const workerFileSchema = table({
   $schema: z.string().optional(),
   name: text(),
@@ -121,9 +137,8 @@ export const workerFileSchema = table({
   durable_objects: table({
     bindings: list(table({ name: text(), class_name: text(), script_name: text().optional() })).default([]),
   }).optional(),
-  // Accepted so that configs written for Cloudflare load; workerd keeps Durable Object state
-  // without a migration history.
-  migrations: list(z.unknown()).optional(),
+  // The history of the Worker's Durable Object classes: it decides which are SQLite-backed.
+  migrations: migrations.default([]),
   services: list(table({ binding: text(), service: text(), entrypoint: text().optional() })).default([]),
 });
 

@@ -22,15 +22,40 @@ export function workerOptions(
     kvNamespaces: Object.fromEntries(worker.kvNamespaces.map((kv) => [kv.binding, kv.id])),
     d1Databases: Object.fromEntries(worker.d1Databases.map((d1) => [d1.binding, d1.databaseId])),
     r2Buckets: Object.fromEntries(worker.r2Buckets.map((r2) => [r2.binding, r2.bucketName])),
-    durableObjects: Object.fromEntries(
-      worker.durableObjects.map((d) => [
-        d.name,
-        d.scriptName === undefined ? { className: d.className } : { className: d.className, scriptName: d.scriptName },
-      ]),
-    ),
+    ...durableObjectOptions(worker),
     serviceBindings: Object.fromEntries(
       worker.services.map((s) => [s.binding, s.entrypoint === undefined ? s.service : { name: s.service, entrypoint: s.entrypoint }]),
     ),
+  };
+}
+
+/**
+ * Durable Object bindings, and each class the Worker's migrations leave with its storage backend,
+ * as `wrangler dev` passes them. Miniflare takes a class's backend from any entry that names it
+ * (a binding or an unbound class) and refuses two that disagree, so it is set only on this
+ * Worker's own classes: a binding into another Worker (`script_name`) leaves it to that Worker's
+ * entries. A bound class no migration creates stays KV-backed, as under wrangler dev.
+ */
+function durableObjectOptions(worker: WorkerConfig): Pick<WorkerOptions, "durableObjects" | "additionalUnboundDurableObjects"> {
+  const sqlite = new Map(worker.durableObjectClasses.map((c) => [c.className, c.storage === "sqlite"]));
+  const own = (scriptName: string | undefined) => scriptName === undefined || scriptName === worker.name;
+  const bound = new Set(worker.durableObjects.filter((d) => own(d.scriptName)).map((d) => d.className));
+  return {
+    durableObjects: Object.fromEntries(
+      worker.durableObjects.map((d) => [
+        d.name,
+        {
+          className: d.className,
+          ...(d.scriptName === undefined ? {} : { scriptName: d.scriptName }),
+          ...(own(d.scriptName) && sqlite.has(d.className) ? { useSQLite: sqlite.get(d.className) } : {}),
+        },
+      ]),
+    ),
+    // A class with no binding here still needs its backend: for a binding from another Worker
+    // (script_name), and for ctx.exports.
+    additionalUnboundDurableObjects: [...sqlite]
+      .filter(([className]) => !bound.has(className))
+      .map(([className, useSQLite]) => ({ className, useSQLite })),
   };
 }
 
