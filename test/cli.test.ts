@@ -72,6 +72,20 @@ max_retries = -1
   expect(r.output()).toMatch(/wrangler\.toml: queues\.consumers\[0\]\.max_retries: .*0 to 100.*-1/);
 });
 
+test("with no -c, celld dev finds the config in a parent directory as wrangler would, and names the files it passed over", async () => {
+  // wrangler.json wins over wrangler.toml; it lacks compatibility_date, so nothing starts.
+  const p = projectWith({
+    "wrangler.json": JSON.stringify({ name: "app", main: "worker.js" }),
+    "wrangler.toml": `name = "toml"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
+    "worker.js": "export default {};",
+    "src/keep": "",
+  });
+  const r = run(["dev", "--port", "0"], join(p.dir, "src"));
+  expect(await r.exited).toBe(1);
+  expect(r.output()).toContain(`${p.dir} has wrangler.json, wrangler.toml: using wrangler.json and ignoring wrangler.toml`);
+  expect(r.output()).toContain(`${join("..", "wrangler.json")}: compatibility_date: is required`);
+});
+
 test("celld dev serves the Worker, queues survive SIGINT, and a restart carries on", async () => {
   const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 `, `export default {

@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
-import { UsageError, parseDevArgs, parseKeysArgs } from "../src/cli/args.ts";
+import { UsageError, findConfig, parseDevArgs, parseKeysArgs } from "../src/cli/args.ts";
 
 /** A directory with a wrangler.toml in it, so that only the arguments can be wrong. */
 function projectDir(): string {
@@ -53,5 +53,68 @@ describe("celld's argument refusals say what to type instead", () => {
     // A negative value is a value, not the next option.
     expect(refusal(() => parseDevArgs(["--port", "-1"], cwd))).toBe('--port must be a port number from 0 to 65535, got "-1"');
     expect(refusal(() => parseDevArgs(["--api-port", "-8"], cwd))).toBe('--api-port must be a port number from 0 to 65535, got "-8"');
+  });
+});
+
+describe("with no -c, the config is found as wrangler finds it", () => {
+  const roots: string[] = [];
+  afterAll(() => roots.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+  /** A fresh directory with these (empty) files in it, subdirectories made as needed. */
+  function tree(...files: string[]): string {
+    const root = mkdtempSync(join(tmpdir(), "celld-find-"));
+    roots.push(root);
+    for (const file of files) {
+      mkdirSync(dirname(join(root, file)), { recursive: true });
+      writeFileSync(join(root, file), "");
+    }
+    return root;
+  }
+
+  test("in one directory, wrangler.json comes before wrangler.jsonc, and both before wrangler.toml; the others are named", () => {
+    const root = tree("wrangler.toml", "wrangler.jsonc", "wrangler.json");
+    const args = parseDevArgs([], root);
+    expect(args.configs).toEqual(["wrangler.json"]);
+    expect(args.dataDir).toBe(join(root, ".celld"));
+    expect(args.warnings).toEqual([
+      `${root} has wrangler.json, wrangler.jsonc, wrangler.toml: using wrangler.json and ignoring wrangler.jsonc, wrangler.toml, ` +
+        "as wrangler would (it prefers wrangler.json, then wrangler.jsonc, then wrangler.toml); pass -c to choose",
+    ]);
+    const jsoncAndToml = tree("wrangler.toml", "wrangler.jsonc");
+    expect(parseDevArgs([], jsoncAndToml).configs).toEqual(["wrangler.jsonc"]);
+    expect(parseDevArgs([], tree("wrangler.toml")).warnings).toEqual([]);
+  });
+
+  test("from a subdirectory, the nearest parent with a config is used, and the data directory sits beside it", () => {
+    const root = tree("app/wrangler.toml", "app/src/handlers/index.ts");
+    const args = parseDevArgs(["--port", "0"], join(root, "app", "src", "handlers"));
+    expect(args.configs).toEqual([join("..", "..", "wrangler.toml")]);
+    expect(args.dataDir).toBe(join(root, "app", ".celld"));
+    expect(parseKeysArgs(["list"], join(root, "app", "src")).dataDir).toBe(join(root, "app", ".celld"));
+  });
+
+  test("the nearest directory wins over a preferred name further up (wrangler would take the parent's wrangler.json)", () => {
+    const root = tree("wrangler.json", "app/wrangler.toml");
+    expect(parseDevArgs([], join(root, "app")).configs).toEqual(["wrangler.toml"]);
+  });
+
+  test("a directory named like a config is not one", () => {
+    const root = tree("wrangler.json/keep", "wrangler.toml");
+    expect(parseDevArgs([], root).configs).toEqual(["wrangler.toml"]);
+  });
+
+  test("-c is taken as given, with nothing searched", () => {
+    const root = tree("wrangler.json", "wrangler.toml");
+    const args = parseDevArgs(["-c", "wrangler.toml"], root);
+    expect(args.configs).toEqual(["wrangler.toml"]);
+    expect(args.warnings).toEqual([]);
+  });
+
+  test("when no directory up to the root has one, nothing is found, and the root was the last place looked", () => {
+    const root = tree("src/index.ts");
+    const looked: string[] = [];
+    // Only the names are looked at here: a real /tmp or / may hold a stray config.
+    expect(findConfig(join(root, "src"), (path) => (looked.push(path), false))).toBeUndefined();
+    expect(looked.slice(0, 3)).toEqual(["wrangler.json", "wrangler.jsonc", "wrangler.toml"].map((n) => join(root, "src", n)));
+    expect(looked.at(-1)).toBe(join("/", "wrangler.toml"));
   });
 });

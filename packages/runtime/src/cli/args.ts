@@ -1,5 +1,5 @@
-import { existsSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, statSync } from "node:fs";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { closestKey } from "../config/closest-key.ts";
 
@@ -9,6 +9,8 @@ export interface DevArgs {
   host: string;
   dataDir: string;
   apiPort: number | undefined;
+  /** For the user before anything starts: which config was found, when others were passed over. */
+  warnings: string[];
 }
 
 export class UsageError extends Error {
@@ -18,7 +20,8 @@ export class UsageError extends Error {
 export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
-                      Workers (the first one serves HTTP). Default: the one in this directory.
+                      Workers (the first one serves HTTP). Default: as wrangler finds it, in
+                      this directory or the nearest parent that has one.
   --port PORT         HTTP port of the first Worker (default 8787; 0 picks a free port)
   --host HOST         address to listen on (default 127.0.0.1)
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
@@ -32,7 +35,35 @@ export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.
 
   scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
 
-const configNames = ["wrangler.toml", "wrangler.jsonc", "wrangler.json"];
+/** wrangler's config file names, in the order it prefers them in one directory. */
+const configNames = ["wrangler.json", "wrangler.jsonc", "wrangler.toml"];
+
+export interface FoundConfig {
+  /** Relative to the directory searched from, as the user would type it with -c. */
+  path: string;
+  /** The other config files in the same directory, by name: wrangler would not read them either. */
+  passedOver: string[];
+}
+
+/**
+ * The config `wrangler dev` reads when given none: the nearest directory from `cwd` up that holds
+ * one, and in it wrangler.json, then wrangler.jsonc, then wrangler.toml. (wrangler looks for
+ * wrangler.json in every parent before it looks for the other two names, so a wrangler.json
+ * higher up beats a wrangler.toml right here: workers-sdk#15663, which its maintainers treat as
+ * a bug. celld takes the nearest directory.)
+ */
+export function findConfig(cwd: string, isFile: (path: string) => boolean = isRegularFile): FoundConfig | undefined {
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    const here = configNames.filter((name) => isFile(join(dir, name)));
+    const [chosen, ...passedOver] = here;
+    if (chosen !== undefined) return { path: relative(cwd, join(dir, chosen)), passedOver };
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+function isRegularFile(path: string): boolean {
+  return existsSync(path) && statSync(path).isFile();
+}
 
 export interface KeysArgs {
   action: "create" | "list" | "revoke";
@@ -69,10 +100,8 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
   });
   let dataDir = values.data === undefined ? undefined : resolve(cwd, values.data);
   if (dataDir === undefined) {
-    const config =
-      values.config === undefined
-        ? configNames.map((n) => join(cwd, n)).find((p) => existsSync(p))
-        : resolve(cwd, values.config);
+    const found = values.config === undefined ? findConfig(cwd) : undefined;
+    const config = values.config === undefined ? found && resolve(cwd, found.path) : resolve(cwd, values.config);
     if (config === undefined) throw new UsageError("pass --data DIR (or -c FILE, or run where the wrangler config is)");
     dataDir = join(dirname(config), ".celld");
   }
@@ -112,12 +141,20 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
   // Kept as the user typed them, so errors name files the way the user did; they are relative
   // to the working directory the CLI runs in.
   let configs = values.config ?? [];
+  const warnings: string[] = [];
   if (configs.length === 0) {
-    const found = configNames.find((n) => existsSync(join(cwd, n)));
+    const found = findConfig(cwd);
     if (found === undefined) {
-      throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd}; pass -c FILE`);
+      throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd} or a parent directory; pass -c FILE`);
     }
-    configs = [found];
+    configs = [found.path];
+    if (found.passedOver.length > 0) {
+      warnings.push(
+        `${dirname(resolve(cwd, found.path))} has ${[basename(found.path), ...found.passedOver].join(", ")}: ` +
+          `using ${basename(found.path)} and ignoring ${found.passedOver.join(", ")}, as wrangler would ` +
+          `(it prefers ${configNames.join(", then ")}); pass -c to choose`,
+      );
+    }
   }
   return {
     configs,
@@ -125,6 +162,7 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort: values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]),
+    warnings,
   };
 }
 

@@ -12,6 +12,7 @@ const cellIdleCloseMs = 5 * 60_000;
 /** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT/SIGTERM. */
 export async function dev(args: DevArgs): Promise<number> {
   const log = consoleHostLog;
+  for (const warning of args.warnings) log.warn(warning);
   let deployment;
   try {
     deployment = loadDeployment(args.configs);
