@@ -101,8 +101,11 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
       mainFields: ["browser", "module", "main"],
       // wrangler's default (keep_names): workerd error messages and class names stay readable.
       keepNames: true,
+      define: worker.define,
       logLevel: "silent",
       plugins: [
+        // First, as in wrangler: an alias replaces a Node built-in or a module-rules file too.
+        aliases(worker.alias, workingDir),
         nodeBuiltins(worker.compatibilityFlags),
         // Names are relative to main's directory, Miniflare's modulesRoot (host/worker-options.ts),
         // for the plain bundle and the consumer's shimmed one alike.
@@ -146,6 +149,32 @@ function absoluteSourceMap(map: OutputFile): SourceMapPayload {
     sourceRoot: "",
     names: raw.names,
     mappings: raw.mappings,
+  };
+}
+
+/**
+ * The config's `alias`: an import of exactly a key is resolved as an import of its value from the
+ * config file's directory, as wrangler does (esbuild's own `alias` would come after the other
+ * plugins, and would also take `key/sub/path`).
+ */
+function aliases(alias: Readonly<Record<string, string>>, configDir: string): Plugin {
+  // Marks the plugin's own build.resolve() call, so that an alias of an alias is not followed.
+  const resolving = Symbol("celld-alias");
+  return {
+    name: "celld-alias",
+    setup(b) {
+      const keys = Object.keys(alias);
+      if (keys.length === 0) return;
+      b.onResolve({ filter: new RegExp(`^(?:${keys.map(escapeRegExp).join("|")})$`) }, async (args) => {
+        if (args.pluginData === resolving || !Object.hasOwn(alias, args.path)) return undefined;
+        const target = alias[args.path]!;
+        const resolved = await b.resolve(target, { kind: args.kind, resolveDir: configDir, importer: args.importer, pluginData: resolving });
+        if (resolved.errors.length > 0) {
+          return { errors: resolved.errors.map((e) => ({ ...e, text: `alias "${args.path}" = "${target}": ${e.text}` })) };
+        }
+        return resolved;
+      });
+    },
   };
 }
 

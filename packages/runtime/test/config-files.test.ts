@@ -49,6 +49,8 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         durableObjects: [{ name: "COUNTER", className: "Counter" }],
         durableObjectClasses: [{ className: "Counter", storage: "kv" }],
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
+        define: { "process.env.MODE": '"production"' },
+        alias: { "node-fetch": "./src/fetch-shim.js" },
       },
     ]);
     expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);

@@ -41,7 +41,7 @@ const ignoredKeys: Record<string, Record<string, string>> = {
     ]),
     ...fill(bundling, [
       "build", "minify", "keep_names", "node_compat", "rules", "no_bundle", "find_additional_modules",
-      "base_dir", "preserve_file_names", "tsconfig", "jsx_factory", "jsx_fragment", "define", "alias",
+      "base_dir", "preserve_file_names", "tsconfig", "jsx_factory", "jsx_fragment",
     ]),
     ...fill(binding, [
       "ai", "vectorize", "hyperdrive", "analytics_engine_datasets", "browser", "send_email",

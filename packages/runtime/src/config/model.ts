@@ -52,6 +52,10 @@ export interface WorkerConfig {
    */
   durableObjectClasses: { className: string; storage: ClassStorage }[];
   services: { binding: string; service: string; entrypoint?: string }[];
+  /** esbuild's `define`: each name in the code is replaced by the expression. */
+  define: Record<string, string>;
+  /** Import specifiers replaced by another module, resolved from the config file's directory. */
+  alias: Record<string, string>;
 }
 
 export interface Deployment {
@@ -114,6 +118,8 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       service: s.service,
       ...(s.entrypoint === undefined ? {} : { entrypoint: s.entrypoint }),
     })),
+    define: file.define,
+    alias: file.alias,
   };
 }
 

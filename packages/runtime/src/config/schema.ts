@@ -1,6 +1,7 @@
 import { limits } from "@celld/queue-cell";
 import { z } from "zod";
 import { replayMigrations } from "./durable-object-classes.ts";
+import { defineProblem } from "./esbuild-define.ts";
 import { showValue } from "./issues.ts";
 
 /**
@@ -116,6 +117,14 @@ const migrations = list(migration).superRefine((steps, ctx) => {
   for (const issue of replayMigrations(steps).issues) ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
 });
 
+// wrangler hands `define` to esbuild as it is; a pair esbuild refuses is refused here, by key.
+const define = z.record(z.string(), z.string({ error: typeError("a string") }), { error: typeError("an object (TOML table)") }).superRefine((entries, ctx) => {
+  for (const [name, value] of Object.entries(entries)) {
+    const problem = defineProblem(name, value);
+    if (problem !== undefined) ctx.addIssue({ code: "custom", path: [name], input: value, message: problem });
+  }
+});
+
 export const workerFileSchema = table({
   $schema: z.string().optional(),
   name: text(),
@@ -140,6 +149,9 @@ export const workerFileSchema = table({
   // The history of the Worker's Durable Object classes: it decides which are SQLite-backed.
   migrations: migrations.default([]),
   services: list(table({ binding: text(), service: text(), entrypoint: text().optional() })).default([]),
+  // Bundling, as wrangler passes them to esbuild.
+  define: define.default({}),
+  alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),
 });
 
 export type WorkerFile = z.output<typeof workerFileSchema>;
