@@ -55,3 +55,51 @@ test("an alias whose target cannot be resolved stops the start, naming the alias
     message: `could not bundle Worker "app":\n${join(p.dir, "index.js")}:1:17: alias "lib" = "./nowhere.js": Could not resolve "./nowhere.js"`,
   });
 });
+
+test("[[rules]] come before wrangler's defaults: a fallthrough rule adds to them, one without replaces its type's default", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "src/index.js"
+compatibility_date = "2026-04-01"
+
+[[rules]]
+type = "Text"
+globs = ["**/*.md"]
+fallthrough = true
+
+[[rules]]
+type = "Data"
+globs = ["**/*.png"]
+`,
+    "src/index.js": `
+import readme from "../README.md";
+import note from "./note.txt";
+import logo from "./logo.png";
+export default {
+  fetch: () => Response.json({ readme, note, logoIsArrayBuffer: logo instanceof ArrayBuffer, logo: [...new Uint8Array(logo)] }),
+};
+`,
+    "README.md": "# app\n",
+    "src/note.txt": "a note",
+    "src/logo.png": "\u0001\u0002",
+  });
+  const h = await tidy.runHost([config], p.dataDir);
+  expect(await (await h.fetch("/")).json()).toEqual({ readme: "# app\n", note: "a note", logoIsArrayBuffer: true, logo: [1, 2] });
+});
+
+test("an import only a rule left unused matches stops the start, naming the rule and the one that shadows it", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `name = "app"\nmain = "index.js"\ncompatibility_date = "2026-04-01"\nrules = [{ type = "Data", globs = ["**/*.png"] }]\n`,
+    "index.js": `import data from "./data.bin";\nexport default { fetch: () => new Response(data) };\n`,
+    "data.bin": "x",
+  });
+  await expect(tidy.runHost([config], p.dataDir)).rejects.toMatchObject({
+    code: "ERR_BUNDLE",
+    message:
+      `could not bundle Worker "app":\n${join(p.dir, "index.js")}:1:18: "./data.bin" matches wrangler's default Data rule ("**/*.bin"), ` +
+      "which is not used: rules[0] is the last Data rule, since it does not set fallthrough = true",
+  });
+});

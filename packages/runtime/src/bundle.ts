@@ -109,7 +109,7 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
         nodeBuiltins(worker.compatibilityFlags),
         // Names are relative to main's directory, Miniflare's modulesRoot (host/worker-options.ts),
         // for the plain bundle and the consumer's shimmed one alike.
-        ...(moduleRules ? [moduleRulesPlugin(dirname(worker.main), collected)] : []),
+        ...(moduleRules ? [moduleRulesPlugin(dirname(worker.main), collected, worker.moduleRules)] : []),
       ],
     });
     const output = result.outputFiles.find((f) => !f.path.endsWith(".map"));

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { formatWarnings, parseDeployment, type ParseOptions } from "../src/config/index.ts";
+import { arrangeModuleRules, globPattern, ruleFor } from "../src/module-rules.ts";
 import { failure } from "./config-failure.ts";
 
 const everyFileExists: ParseOptions = { fileExists: () => true };
@@ -35,9 +36,75 @@ describe("define and alias, as wrangler hands them to esbuild", () => {
     expect(issuesOf({ define: ["X"] })).toEqual(["define: must be an object (TOML table), got an array"]);
   });
 
-  test("what is left of the bundling keys still warns", () => {
+  test("what is left of the bundling keys still warns (rules, define and alias do not)", () => {
     expect(formatWarnings(parse({ minify: true }).warnings)).toEqual([
       "w.json: minify: is a wrangler bundling key celld ignores: celld bundles `main` itself",
     ]);
+  });
+});
+
+describe("[[rules]], before wrangler's defaults", () => {
+  test("are read into the model, in order; a rule that replaces a default is said to, unless it says fallthrough = false", () => {
+    const rules = [
+      { type: "Text", globs: ["**/*.md"], fallthrough: true },
+      { type: "Data", globs: ["**/*.png", "**/*.jpg"] },
+    ];
+    const deployment = parse({ rules });
+    expect(deployment.workers[0]?.moduleRules).toEqual(rules);
+    // The Data rule replaces wrangler's default Data rule (.bin): that is said, once.
+    expect(formatWarnings(deployment.warnings)).toEqual([
+      'w.json: rules[1]: is the last Data rule, since it does not set fallthrough = true, so wrangler\'s default Data rule ("**/*.bin") ' +
+        "is not used, and an import only it matches fails to bundle; set fallthrough = true to use them too, or fallthrough = false to say this is meant",
+    ]);
+    expect(parse({ rules: [{ type: "Data", globs: ["**/*.png"], fallthrough: false }] }).warnings).toEqual([]);
+  });
+
+  test("rules shadowed by one of their type are listed on it; ESModule and CommonJS rules are named as ignored", () => {
+    const rules = [
+      { type: "Text", globs: ["**/*.md"] },
+      { type: "Text", globs: ["**/*.csv"] },
+      { type: "ESModule", globs: ["**/*.mjs"] },
+    ];
+    expect(formatWarnings(parse({ rules }).warnings)).toEqual([
+      'w.json: rules[2].type: "ESModule" rules only apply when wrangler does not bundle (no_bundle, find_additional_modules); ' +
+        "celld always bundles, so this rule is ignored",
+      'w.json: rules[0]: is the last Text rule, since it does not set fallthrough = true, so rules[1] (Text: "**/*.csv") and ' +
+        'wrangler\'s default Text rule ("**/*.txt", "**/*.html", "**/*.sql") are not used, and an import only they match fails to ' +
+        "bundle; set fallthrough = true to use them too, or fallthrough = false to say this is meant",
+    ]);
+  });
+
+  test("each rule has wrangler's shape; Python rules are refused", () => {
+    expect(issuesOf({ rules: [{ type: "PythonModule", globs: ["**/*.py"] }, { globs: "*.md", fallthrough: "yes" }] })).toEqual([
+      'rules[0].type: must be one of "Text", "Data", "CompiledWasm", "ESModule", "CommonJS" (celld runs no Python Workers), got "PythonModule"',
+      "rules[1].type: is required",
+      'rules[1].globs: must be an array, got "*.md"',
+      'rules[1].fallthrough: must be a boolean, got "yes"',
+    ]);
+  });
+});
+
+describe("how rules are arranged and matched, as wrangler does", () => {
+  test("a glob matches the whole import specifier; * and ** match any run, slashes included; ? is literal", () => {
+    const matches = (glob: string, specifier: string) => new RegExp(globPattern(glob)).test(specifier);
+    expect(matches("**/*.txt", "./a/b.txt")).toBe(true);
+    expect(matches("**/*.txt", "b.txt")).toBe(false);
+    expect(matches("*.txt", "./a/b.txt")).toBe(true);
+    expect(matches("**/*.wasm?module", "./add.wasm?module")).toBe(true);
+    expect(matches("**/*.wasm?module", "./add.wasmXmodule")).toBe(false);
+    expect(matches("**/data.[ch]", "./data.c")).toBe(false);
+    expect(matches("**/data.[ch]", "./data.[ch]")).toBe(true);
+  });
+
+  test("a default shadowed by a rule marked fallthrough = false is dropped; a shadowed config rule still fails an import", () => {
+    const arranged = arrangeModuleRules([
+      { type: "Text", globs: ["**/*.md"], fallthrough: false },
+      { type: "Text", globs: ["**/*.csv"] },
+    ]);
+    expect(ruleFor(arranged, "./a.md")).toMatchObject({ used: true, rule: { type: "Text" } });
+    expect(ruleFor(arranged, "./a.csv")).toMatchObject({ used: false, origin: 1, by: 0 });
+    // Left to esbuild, which inlines a .txt and refuses the other extensions.
+    expect(ruleFor(arranged, "./a.txt")).toBeUndefined();
+    expect(ruleFor(arranged, "./a.bin")).toMatchObject({ used: true, rule: { type: "Data" } });
   });
 });

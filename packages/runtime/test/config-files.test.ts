@@ -51,6 +51,7 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
         define: { "process.env.MODE": '"production"' },
         alias: { "node-fetch": "./src/fetch-shim.js" },
+        moduleRules: [{ type: "Text", globs: ["**/*.md"], fallthrough: true }],
       },
     ]);
     expect(deployment.queues).toEqual(["jobs", "jobs-dlq", "later"]);

@@ -40,7 +40,7 @@ const ignoredKeys: Record<string, Record<string, string>> = {
       "legacy_env", "first_party_worker", "compliance_region",
     ]),
     ...fill(bundling, [
-      "build", "minify", "keep_names", "node_compat", "rules", "no_bundle", "find_additional_modules",
+      "build", "minify", "keep_names", "node_compat", "no_bundle", "find_additional_modules",
       "base_dir", "preserve_file_names", "tsconfig", "jsx_factory", "jsx_fragment",
     ]),
     ...fill(binding, [

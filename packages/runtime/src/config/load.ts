@@ -16,6 +16,7 @@ import {
 import { unmigratedClassWarnings } from "./durable-object-classes.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
+import { moduleRuleWarnings } from "./module-rule-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
 import { parseConfigText, type ParsedText } from "./read-file.ts";
 import { onlyRequiredSecrets } from "./required-secrets.ts";
@@ -129,6 +130,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
         warnings.push(...deliveryDelayWarnings(path, checked.data));
         const { bindings = [] } = checked.data.durable_objects ?? {};
         warnings.push(...unmigratedClassWarnings(path, checked.data.name, bindings, checked.data.migrations));
+        warnings.push(...moduleRuleWarnings(path, checked.data.rules));
       }
       else issues.push(...checked.error.issues.map((i) => ({ file: path, path: formatPath(i.path), message: i.message })));
     }

@@ -1,4 +1,5 @@
 import { dirname, resolve } from "node:path";
+import type { ModuleRule } from "../module-rules.ts";
 import type { DevVars } from "./dev-vars.ts";
 import { replayMigrations, type ClassStorage } from "./durable-object-classes.ts";
 import type { ConfigWarning } from "./issues.ts";
@@ -56,6 +57,8 @@ export interface WorkerConfig {
   define: Record<string, string>;
   /** Import specifiers replaced by another module, resolved from the config file's directory. */
   alias: Record<string, string>;
+  /** The config's module rules, in order; wrangler's defaults come after them. */
+  moduleRules: ModuleRule[];
 }
 
 export interface Deployment {
@@ -120,6 +123,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     })),
     define: file.define,
     alias: file.alias,
+    moduleRules: file.rules,
   };
 }
 

@@ -125,6 +125,18 @@ const define = z.record(z.string(), z.string({ error: typeError("a string") }), 
   }
 });
 
+const moduleRuleTypes = ["Text", "Data", "CompiledWasm", "ESModule", "CommonJS"] as const;
+const moduleRule = table({
+  type: z.enum(moduleRuleTypes, {
+    error: (issue) =>
+      issue.input === undefined
+        ? "is required"
+        : `must be one of ${moduleRuleTypes.map((t) => `"${t}"`).join(", ")} (celld runs no Python Workers), got ${showValue(issue.input)}`,
+  }),
+  globs: list(z.string({ error: typeError("a string") })),
+  fallthrough: z.boolean({ error: typeError("a boolean") }).optional(),
+});
+
 export const workerFileSchema = table({
   $schema: z.string().optional(),
   name: text(),
@@ -152,6 +164,8 @@ export const workerFileSchema = table({
   // Bundling, as wrangler passes them to esbuild.
   define: define.default({}),
   alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),
+  // Module rules, before wrangler's defaults (module-rules.ts).
+  rules: list(moduleRule).default([]),
 });
 
 export type WorkerFile = z.output<typeof workerFileSchema>;
