@@ -23,7 +23,11 @@ export interface RawFile {
   devVars?: DevVars | undefined;
 }
 
-export function deploymentIssues(files: RawFile[], fileExists: (path: string) => boolean): ConfigIssue[] {
+export function deploymentIssues(
+  files: RawFile[],
+  fileExists: (path: string) => boolean,
+  directoryExists: (path: string) => boolean,
+): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const report = (file: string, path: string, message: string) => issues.push({ file, path, message });
 
@@ -46,6 +50,10 @@ export function deploymentIssues(files: RawFile[], fileExists: (path: string) =>
     const mainPath = main === undefined ? undefined : resolve(dir, main);
     if (mainPath !== undefined && !fileExists(mainPath)) {
       report(file, "main", `${showValue(main)} does not exist (looked for ${mainPath})`);
+    }
+    const assetsDir = rawString(isPlainObject(data) ? data["assets"] : undefined, "directory");
+    if (assetsDir !== undefined && !directoryExists(resolve(dir, assetsDir))) {
+      report(file, "assets.directory", `${showValue(assetsDir)} is not a directory (looked for ${resolve(dir, assetsDir)})`);
     }
 
     for (const { index, entry } of rawEntries(data, ["queues", "consumers"])) {
@@ -136,6 +144,8 @@ function bindingNames(data: unknown): { path: string; name: string }[] {
       if (name !== undefined) found.push({ path: `${keys.join(".")}[${index}].${field}`, name });
     }
   }
+  const assetsBinding = rawString(isPlainObject(data) ? data["assets"] : undefined, "binding");
+  if (assetsBinding !== undefined) found.push({ path: "assets.binding", name: assetsBinding });
   return found;
 }
 

@@ -33,7 +33,7 @@ const ignoredKeys: Record<string, Record<string, string>> = {
       "is not read: celld takes Durable Object classes and their storage from `migrations`, as the wrangler of its " +
       "Miniflare does (`exports` came later, in wrangler 4.107); a class declared only here is KV-backed under celld, " +
       "so ctx.storage.sql throws",
-    ...fill(tooling, ["limits", "site", "assets", "containers"]),
+    ...fill(tooling, ["limits", "site", "containers"]),
     ...fill(deployOnly, [
       "account_id", "zone_id", "routes", "route", "workers_dev", "preview_urls", "observability",
       "usage_model", "placement", "logpush", "upload_source_maps", "keep_vars", "send_metrics",

@@ -13,6 +13,7 @@ import {
   type ProcessEnv,
   type ReadDevVarsFile,
 } from "./dev-vars.ts";
+import { assetsNotServed } from "./assets.ts";
 import { unmigratedClassWarnings } from "./durable-object-classes.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
@@ -31,6 +32,8 @@ export interface ConfigSource {
 export interface ParseOptions {
   /** Whether a Worker's `main` exists; defaults to the real filesystem. */
   fileExists?: (path: string) => boolean;
+  /** Whether an `assets.directory` exists; defaults to the real filesystem. */
+  directoryExists?: (path: string) => boolean;
   /**
    * Reads `.dev.vars` / `.env` / `.env.local` beside a config (paths as
    * `join(dirname(config path), name)`): the text, undefined when there is no such file; throw
@@ -110,7 +113,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
   const issues: ConfigIssue[] = [];
   const warnings: ConfigWarning[] = [];
   const raw: RawFile[] = [];
-  const workers: WorkerConfig[] = [];
+  const workers: { file: string; worker: WorkerConfig }[] = [];
   const brokenDevVars = new Set<string>();
 
   for (const { path, parsed, devVars: found } of files) {
@@ -126,7 +129,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       warnings.push(...keyWarnings(path, parsed.value));
       const checked = workerFileSchema.safeParse(parsed.value);
       if (checked.success) {
-        workers.push(toWorkerConfig(configPath, checked.data, devVars));
+        workers.push({ file: path, worker: toWorkerConfig(configPath, checked.data, devVars) });
         warnings.push(...deliveryDelayWarnings(path, checked.data));
         const { bindings = [] } = checked.data.durable_objects ?? {};
         warnings.push(...unmigratedClassWarnings(path, checked.data.name, bindings, checked.data.migrations));
@@ -140,10 +143,13 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       for (const issue of found.issues) brokenDevVars.add(issue.file);
     }
   }
-  issues.push(...deploymentIssues(raw, options.fileExists ?? isFile));
+  issues.push(...deploymentIssues(raw, options.fileExists ?? isFile, options.directoryExists ?? isDirectory));
 
   if (issues.length > 0) throw new ConfigError(byFileOrder(issues, raw), warnings);
-  return { workers, queues: queuesOf(workers), warnings };
+  const notServed = assetsNotServed(workers);
+  warnings.push(...notServed.values());
+  const served = workers.map(({ worker }) => (notServed.has(worker) ? { ...worker, assets: undefined } : worker));
+  return { workers: served, queues: queuesOf(served), warnings };
 }
 
 /**
@@ -164,6 +170,10 @@ function byFileOrder(issues: ConfigIssue[], files: RawFile[]): ConfigIssue[] {
 
 function isFile(path: string): boolean {
   return existsSync(path) && statSync(path).isFile();
+}
+
+function isDirectory(path: string): boolean {
+  return existsSync(path) && statSync(path).isDirectory();
 }
 
 /**

@@ -57,8 +57,22 @@ export interface WorkerConfig {
   define: Record<string, string>;
   /** Import specifiers replaced by another module, resolved from the config file's directory. */
   alias: Record<string, string>;
+  /**
+   * Static files served in front of the Worker (directory absolute), and `binding` on its env.
+   * Unset when the config has none, or when they cannot be served (see assets.ts).
+   */
+  assets: AssetsConfig | undefined;
   /** The config's module rules, in order; wrangler's defaults come after them. */
   moduleRules: ModuleRule[];
+}
+
+export interface AssetsConfig {
+  directory: string;
+  binding: string | undefined;
+  htmlHandling: "auto-trailing-slash" | "force-trailing-slash" | "drop-trailing-slash" | "none" | undefined;
+  notFoundHandling: "single-page-application" | "404-page" | "none" | undefined;
+  /** Every request reaches the Worker first, which may call `env.<binding>.fetch()`. */
+  runWorkerFirst: boolean;
 }
 
 export interface Deployment {
@@ -123,6 +137,16 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     })),
     define: file.define,
     alias: file.alias,
+    assets:
+      file.assets === undefined
+        ? undefined
+        : {
+            directory: resolve(dirname(configPath), file.assets.directory),
+            binding: file.assets.binding,
+            htmlHandling: file.assets.html_handling,
+            notFoundHandling: file.assets.not_found_handling,
+            runWorkerFirst: file.assets.run_worker_first ?? false,
+          },
     moduleRules: file.rules,
   };
 }

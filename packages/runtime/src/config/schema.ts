@@ -137,6 +137,33 @@ const moduleRule = table({
   fallthrough: z.boolean({ error: typeError("a boolean") }).optional(),
 });
 
+// wrangler's [assets], as Miniflare serves them. run_worker_first's route-rule form (an array) is
+// refused rather than ignored: the paths it sends to the Worker would be answered with the file.
+const assets = table({
+  directory: text(),
+  binding: text().optional(),
+  html_handling: z
+    .enum(["auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"], {
+      error: (issue) =>
+        `must be "auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash" or "none", got ${showValue(issue.input)}`,
+    })
+    .optional(),
+  not_found_handling: z
+    .enum(["single-page-application", "404-page", "none"], {
+      error: (issue) => `must be "single-page-application", "404-page" or "none", got ${showValue(issue.input)}`,
+    })
+    .optional(),
+  run_worker_first: z
+    .boolean({
+      error: (issue) =>
+        Array.isArray(issue.input)
+          ? "route rules are not supported by celld, only true or false: the requests they give the Worker " +
+            "would be answered with the file instead"
+          : `must be true or false, got ${showValue(issue.input)}`,
+    })
+    .optional(),
+});
+
 export const workerFileSchema = table({
   $schema: z.string().optional(),
   name: text(),
@@ -164,6 +191,7 @@ export const workerFileSchema = table({
   // Bundling, as wrangler passes them to esbuild.
   define: define.default({}),
   alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),
+  assets: assets.optional(),
   // Module rules, before wrangler's defaults (module-rules.ts).
   rules: list(moduleRule).default([]),
 });

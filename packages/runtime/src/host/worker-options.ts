@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions } from "miniflare";
 import type { WorkerBundle } from "../bundle.ts";
-import type { WorkerConfig } from "../config/index.ts";
+import type { AssetsConfig, WorkerConfig } from "../config/index.ts";
 
 /**
  * A Worker's own Miniflare options: its bundled code, compatibility settings and the bindings
@@ -23,6 +23,7 @@ export function workerOptions(
     d1Databases: Object.fromEntries(worker.d1Databases.map((d1) => [d1.binding, d1.databaseId])),
     r2Buckets: Object.fromEntries(worker.r2Buckets.map((r2) => [r2.binding, r2.bucketName])),
     ...durableObjectOptions(worker),
+    ...(worker.assets === undefined ? {} : { assets: assetsOptions(worker.assets) }),
     serviceBindings: Object.fromEntries(
       worker.services.map((s) => [s.binding, s.entrypoint === undefined ? s.service : { name: s.service, entrypoint: s.entrypoint }]),
     ),
@@ -56,6 +57,22 @@ function durableObjectOptions(worker: WorkerConfig): Pick<WorkerOptions, "durabl
     additionalUnboundDurableObjects: [...sqlite]
       .filter(([className]) => !bound.has(className))
       .map(([className, useSQLite]) => ({ className, useSQLite })),
+  };
+}
+
+/**
+ * `[assets]` as wrangler dev hands them to Miniflare: the asset router answers a request for a
+ * file with it and passes the rest to the Worker (`has_user_worker`), or the Worker comes first.
+ */
+function assetsOptions(assets: AssetsConfig): NonNullable<WorkerOptions["assets"]> {
+  return {
+    directory: assets.directory,
+    ...(assets.binding === undefined ? {} : { binding: assets.binding }),
+    routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: assets.runWorkerFirst },
+    assetConfig: {
+      ...(assets.htmlHandling === undefined ? {} : { html_handling: assets.htmlHandling }),
+      ...(assets.notFoundHandling === undefined ? {} : { not_found_handling: assets.notFoundHandling }),
+    },
   };
 }
 
