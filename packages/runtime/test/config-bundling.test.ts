@@ -35,10 +35,36 @@ describe("define and alias, as wrangler hands them to esbuild", () => {
     ]);
     expect(issuesOf({ define: ["X"] })).toEqual(["define: must be an object (TOML table), got an array"]);
   });
+});
 
-  test("what is left of the bundling keys still warns (rules, define and alias do not)", () => {
-    expect(formatWarnings(parse({ minify: true }).warnings)).toEqual([
-      "w.json: minify: is a wrangler bundling key celld ignores: celld bundles `main` itself",
+describe("the wrangler keys celld does not act on", () => {
+  test("each says what differs and what to do", () => {
+    const deployment = parse({
+      build: { command: "npm run build" },
+      tsconfig: "tsconfig.worker.json",
+      node_compat: true,
+      minify: true,
+      no_bundle: true,
+      site: { bucket: "./public" },
+      tail_consumers: [{ service: "tail" }],
+      d1_databases: [{ binding: "DB", database_name: "db", database_id: "d1", migrations_dir: "migrations" }],
+    });
+    expect(formatWarnings(deployment.warnings)).toEqual([
+      "w.json: build: is not run: celld does not run [build] command, so run it yourself before celld dev; otherwise " +
+        "celld bundles `main` as the last build left it (stale, or missing)",
+      "w.json: tsconfig: is not passed to esbuild: celld's esbuild reads, for each source file, the tsconfig.json nearest " +
+        "above it (paths, baseUrl, jsx settings); settings only in this file do not apply",
+      'w.json: node_compat: is ignored: celld does not add wrangler\'s legacy Node.js polyfills; add "nodejs_compat" to ' +
+        "compatibility_flags to have workerd provide the Node.js built-ins",
+      "w.json: minify: is ignored: celld does not minify the bundle (wrangler's default); the code runs the same, only larger",
+      "w.json: no_bundle: is ignored: celld always bundles `main` and its imports into one module; files wrangler would " +
+        "upload as they are are bundled",
+      "w.json: site: is not supported (Workers Sites): the bucket is not served, env.__STATIC_CONTENT is undefined and an " +
+        "import of __STATIC_CONTENT_MANIFEST fails to bundle; move the files to [assets], which celld serves",
+      "w.json: tail_consumers: is ignored: celld runs no Tail Workers, so the Workers named here get no tail() events from this one",
+      "w.json: d1_databases[0].migrations_dir: is not used: celld does not apply D1 migrations, so the database has only " +
+        "the tables the Worker creates; to apply them, stop celld and run the files in order with sqlite3 on the " +
+        "database's file in <data>/miniflare/d1/miniflare-D1DatabaseObject/",
     ]);
   });
 });

@@ -12,9 +12,12 @@ import { workerFileSchema } from "./schema.ts";
  */
 
 const tooling = "is a wrangler key celld ignores";
-const bundling = "is a wrangler bundling key celld ignores: celld bundles `main` itself";
 const binding = "is a binding type celld does not provide; the Worker's env will not have it";
 const remote = "is ignored: celld runs every binding locally, on its data directory";
+const d1Migrations =
+  "is not used: celld does not apply D1 migrations, so the database has only the tables the Worker creates; to " +
+  "apply them, stop celld and run the files in order with sqlite3 on the database's file in " +
+  "<data>/miniflare/d1/miniflare-D1DatabaseObject/";
 /**
  * Settings that only `wrangler deploy` (or Cloudflare's dashboard) acts on. A typical generated
  * config has several, so `formatWarnings` prints them as one line per file; warnings that change
@@ -22,6 +25,34 @@ const remote = "is ignored: celld runs every binding locally, on its data direct
  */
 const deployOnly = "is a deploy setting with no effect on a local host; ignored";
 const deployOnlyGrouped = "are deploy settings with no effect on a local host; ignored";
+
+/**
+ * wrangler's bundling keys that celld does not act on: it bundles `main` with esbuild as wrangler
+ * does by default, plus `define`, `alias` and `rules`. Each says what differs and what to do.
+ */
+const bundlingKeys: Record<string, string> = {
+  build:
+    "is not run: celld does not run [build] command, so run it yourself before celld dev; otherwise celld bundles " +
+    "`main` as the last build left it (stale, or missing)",
+  tsconfig:
+    "is not passed to esbuild: celld's esbuild reads, for each source file, the tsconfig.json nearest above it " +
+    "(paths, baseUrl, jsx settings); settings only in this file do not apply",
+  node_compat:
+    "is ignored: celld does not add wrangler's legacy Node.js polyfills; add \"nodejs_compat\" to " +
+    "compatibility_flags to have workerd provide the Node.js built-ins",
+  minify: "is ignored: celld does not minify the bundle (wrangler's default); the code runs the same, only larger",
+  keep_names: "is ignored: celld always keeps function and class names (wrangler's default)",
+  no_bundle:
+    "is ignored: celld always bundles `main` and its imports into one module; files wrangler would upload as " +
+    "they are are bundled",
+  find_additional_modules:
+    "is ignored: celld includes only the modules that `main` imports; a module reached only through a computed " +
+    "import() is not found",
+  base_dir: "is ignored: module names are relative to the directory of `main`",
+  preserve_file_names: "is ignored: a module file outside the directory of `main` is named by a hash of its contents and its name",
+  jsx_factory: "is ignored: JSX compiles with the tsconfig.json nearest the file, else esbuild's default (React.createElement)",
+  jsx_fragment: "is ignored: JSX compiles with the tsconfig.json nearest the file, else esbuild's default (React.Fragment)",
+};
 
 /** Wrangler keys celld knows and deliberately ignores, by where they sit (entries as `[]`). */
 const ignoredKeys: Record<string, Record<string, string>> = {
@@ -33,19 +64,20 @@ const ignoredKeys: Record<string, Record<string, string>> = {
       "is not read: celld takes Durable Object classes and their storage from `migrations`, as the wrangler of its " +
       "Miniflare does (`exports` came later, in wrangler 4.107); a class declared only here is KV-backed under celld, " +
       "so ctx.storage.sql throws",
-    ...fill(tooling, ["limits", "site", "containers"]),
+    site:
+      "is not supported (Workers Sites): the bucket is not served, env.__STATIC_CONTENT is undefined and an import of " +
+      "__STATIC_CONTENT_MANIFEST fails to bundle; move the files to [assets], which celld serves",
+    tail_consumers: "is ignored: celld runs no Tail Workers, so the Workers named here get no tail() events from this one",
+    ...fill(tooling, ["limits", "containers"]),
     ...fill(deployOnly, [
       "account_id", "zone_id", "routes", "route", "workers_dev", "preview_urls", "observability",
       "usage_model", "placement", "logpush", "upload_source_maps", "keep_vars", "send_metrics",
       "legacy_env", "first_party_worker", "compliance_region",
     ]),
-    ...fill(bundling, [
-      "build", "minify", "keep_names", "node_compat", "no_bundle", "find_additional_modules",
-      "base_dir", "preserve_file_names", "tsconfig", "jsx_factory", "jsx_fragment",
-    ]),
+    ...bundlingKeys,
     ...fill(binding, [
       "ai", "vectorize", "hyperdrive", "analytics_engine_datasets", "browser", "send_email",
-      "dispatch_namespaces", "mtls_certificates", "tail_consumers", "version_metadata", "images",
+      "dispatch_namespaces", "mtls_certificates", "version_metadata", "images",
       "pipelines", "secrets_store_secrets", "wasm_modules", "text_blobs", "data_blobs", "workflows",
       "unsafe", "logfwdr", "unsafe_hello_world", "ratelimits", "assets_binding",
     ]),
@@ -53,7 +85,8 @@ const ignoredKeys: Record<string, Record<string, string>> = {
   "queues.producers[]": fill(remote, ["remote"]),
   "kv_namespaces[]": { ...fill(deployOnly, ["preview_id"]), ...fill(remote, ["remote"]) },
   "d1_databases[]": {
-    ...fill(deployOnly, ["preview_database_id", "migrations_dir", "migrations_table", "database_internal_env"]),
+    ...fill(deployOnly, ["preview_database_id", "database_internal_env"]),
+    ...fill(d1Migrations, ["migrations_dir", "migrations_table"]),
     ...fill(remote, ["remote"]),
   },
   "r2_buckets[]": { ...fill(deployOnly, ["preview_bucket_name", "jurisdiction"]), ...fill(remote, ["remote"]) },
