@@ -21,6 +21,31 @@ export interface CellErrorDetails {
   /** The bound the value broke, in words and number (`at most 128000 bytes`). */
   bound?: string;
   cause?: unknown;
+  /** ERR_STORAGE given to a cell's caller: what the failure left behind and what comes next. */
+  storage?: StorageFailure;
+}
+
+/** What a storage failure came from, as far as the error SQLite or the file system raised tells. */
+export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error" | "other";
+
+/**
+ * What a caller of a cell acts on when its call failed on storage, besides the words: whether the
+ * call may have taken effect, and whether retrying can help before celld restarts. Every
+ * ERR_STORAGE a cell's calls reject with carries it (see storage-failure.ts).
+ */
+export interface StorageFailure {
+  /** The queue whose storage failed. */
+  queue: string;
+  cause: StorageCause;
+  /** What SQLite or the file system said: `SQLITE_FULL: database or disk is full`. */
+  detail: string;
+  /**
+   * The call committed, but flushing the log to disk failed: it may or may not have taken effect.
+   * False: nothing of the call was written.
+   */
+  mayHaveTakenEffect: boolean;
+  /** The cell takes no more writes until it is opened anew (celld restarted): a flush failed. */
+  writesStopped: boolean;
 }
 
 const retryableCodes: ReadonlySet<CellErrorCode> = new Set(["ERR_CELL_OVERLOADED", "ERR_STORAGE"]);
@@ -32,10 +57,12 @@ export class CellError extends Error {
   readonly bound: string | undefined;
   /**
    * The same call may succeed later, and nothing of this call was written; except that a call
-   * whose commit's flush to disk failed is told, in its ERR_STORAGE message, that it may have
-   * taken effect (see WalSync).
+   * whose commit's flush to disk failed is told, in its ERR_STORAGE message and `storage`, that it
+   * may have taken effect (see WalSync), and that the queue takes writes again only after a restart.
    */
   readonly retryable: boolean;
+  /** ERR_STORAGE from a cell's call: whether it may have taken effect, and whether writes stopped. */
+  readonly storage: StorageFailure | undefined;
 
   constructor(code: CellErrorCode, message: string, details: CellErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -45,6 +72,7 @@ export class CellError extends Error {
     this.value = details.value;
     this.bound = details.bound;
     this.retryable = retryableCodes.has(code);
+    this.storage = details.storage;
   }
 }
 

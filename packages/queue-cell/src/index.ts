@@ -1,5 +1,13 @@
 export { limits, type Limits } from "./limits.ts";
-export { CellError, isCellError, type CellErrorCode, type CellErrorDetails } from "./errors.ts";
+export {
+  CellError,
+  isCellError,
+  type CellErrorCode,
+  type CellErrorDetails,
+  type StorageFailure,
+  type StorageCause,
+} from "./errors.ts";
+export { storageCause } from "./storage-failure.ts";
 export { systemClock, ManualClock, type Clock } from "./clock.ts";
 export { UlidSource, seededRandomFill, newQueueId, type RandomFill } from "./ids.ts";
 export {

@@ -6,6 +6,7 @@ import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiter
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
+import { callStorageError, storageCause } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop } from "./write-loop.ts";
 
@@ -147,6 +148,8 @@ export class QueueCell {
   private timerAtMs: number | undefined;
   private mover: Promise<void> | undefined;
   private closed = false;
+  /** A flush failed: by the CellStore contract, the store takes no more transactions. */
+  private writesStopped = false;
   private lastActivityMs = 0;
   /**
    * No lease expires and no row outlives retention before this time: a lower bound, lowered as
@@ -161,12 +164,7 @@ export class QueueCell {
     }
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
     this.onWarning = options.onWarning ?? (() => {});
-    this.store =
-      options.store ??
-      new SqliteCellStore(options.path!, {
-        durability: options.durability ?? "full",
-        onBackgroundError: (error) => this.onBackgroundError(error),
-      });
+    this.store = options.store ?? this.openSqliteStore(options.path!, options.durability ?? "full");
     this.clock = options.clock ?? systemClock;
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
@@ -189,11 +187,12 @@ export class QueueCell {
           // The group's expiries rolled back with it, but maintain() may already have moved the
           // bound past them: it is unknown again, so the next group looks.
           this.maintenanceDueAt = -Infinity;
-          this.waiters.groupFailed(error);
-          throw error;
+          const failure = this.callFailed(error, "commit");
+          this.waiters.groupFailed(failure);
+          throw failure;
         }
       },
-      durable: () => this.store.durable(),
+      durable: () => this.store.durable()?.catch((error: unknown) => Promise.reject(this.callFailed(error, "flush"))),
       now: () => this.now(),
       beforeGroup: (nowMs) => {
         this.lastActivityMs = nowMs;
@@ -210,7 +209,7 @@ export class QueueCell {
       });
     } catch (error) {
       this.store.close();
-      throw error;
+      throw this.callFailed(error, "commit");
     }
     // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
     this.loop.submit(() => undefined).catch((error: unknown) => this.onBackgroundError(error));
@@ -786,6 +785,38 @@ export class QueueCell {
         { field: "deadLetter.queue", value: config.deadLetter.queue },
       );
     }
+  }
+
+  /**
+   * The SQLite store for `path`. A file that cannot be opened (a full disk, a read-only file
+   * system) is a storage failure of the call that opens the cell, not a bug: it comes out as
+   * ERR_STORAGE, and the next call tries again.
+   */
+  private openSqliteStore(path: string, durability: Durability): SqliteCellStore {
+    try {
+      return new SqliteCellStore(path, { durability, onBackgroundError: (error) => this.onBackgroundError(error) });
+    } catch (error) {
+      // The store's own words (they name the file) when it has them.
+      if (isCellError(error, "ERR_STORAGE")) throw this.callFailed(error, "commit");
+      // SQLite's and the file system's errors carry a code; anything else is a bug and is thrown.
+      if (typeof (error as { code?: unknown }).code !== "string") throw error;
+      const failure = new CellError("ERR_STORAGE", `the queue's storage failed: its file could not be opened (${storageCause(error).detail})`, {
+        cause: error,
+      });
+      throw this.callFailed(failure, "commit");
+    }
+  }
+
+  /**
+   * A call's failure as its caller gets it: a storage failure says what the call left behind
+   * (storage-failure.ts). "commit": the transaction failed and wrote nothing. "flush": it
+   * committed, but the log's flush failed, and the store takes no more writes from then on.
+   */
+  private callFailed(error: unknown, step: "commit" | "flush"): unknown {
+    // A failed flush stops writes; so does one the store met on its own (a checkpoint's flush of
+    // the database file). The store is not there yet when opening it failed.
+    if (step === "flush" || (this.store as CellStore | undefined)?.failed !== undefined) this.writesStopped = true;
+    return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped });
   }
 
   private assertOpen(): void {

@@ -71,10 +71,12 @@ export function cellHarness(options: Partial<QueueCellOptions> = {}) {
   };
 }
 
-/** Counts transactions, and can be told to fail the next one. */
+/** Counts transactions, and can be told to fail the next one, or every one while the disk is full. */
 export class ObservedStore {
   transactions = 0;
   failNext = false;
+  /** Every transaction fails as SQLite's does on a full disk, after its writes (rolled back). */
+  diskFull = false;
   constructor(readonly inner: CellStore) {}
   wrap(): CellStore {
     return new Proxy(this.inner, {
@@ -88,6 +90,7 @@ export class ObservedStore {
                 this.failNext = false;
                 throw new Database.SqliteError("disk I/O error (injected)", "SQLITE_IOERR");
               }
+              if (this.diskFull) throw new Database.SqliteError("database or disk is full", "SQLITE_FULL");
               return result;
             });
           };

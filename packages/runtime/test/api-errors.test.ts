@@ -32,29 +32,57 @@ describe("error codes", () => {
     });
   });
 
-  it("cell failures that reach the edge keep their meaning and say nothing was written", () => {
-    const overloaded = toApiError(
-      new CellError("ERR_CELL_OVERLOADED", `queue "q" is busy: ${limits.producerCallsInFlightMax} producer calls are in flight; retry shortly`, {
-        field: "queue",
-        bound: `at most ${limits.producerCallsInFlightMax} calls in flight`,
-      }),
-    );
-    expect([overloaded.status, overloaded.toJSON()]).toEqual([
+  it("cell refusals keep their meaning, say what the call left behind, and when to retry", () => {
+    const answer = (error: unknown) => {
+      const api = toApiError(error);
+      return [api.status, api.retryAfterSeconds, api.toJSON()];
+    };
+    const overloaded = new CellError("ERR_CELL_OVERLOADED", `queue "q" is busy: ${limits.producerCallsInFlightMax} producer calls are in flight; retry shortly`, {
+      field: "queue",
+      bound: `at most ${limits.producerCallsInFlightMax} calls in flight`,
+    });
+    expect(answer(overloaded)).toEqual([
       429,
+      1,
       {
         error: {
           code: "overloaded",
-          message: 'queue "q" is busy: 256 producer calls are in flight; retry shortly',
+          message: 'queue "q" is busy: 256 producer calls are in flight; retry shortly; nothing of this call was written',
           field: "queue",
           bound: "at most 256 calls in flight",
         },
       },
     ]);
-    const storage = toApiError(new CellError("ERR_STORAGE", "the queue cell could not commit: disk I/O error"));
-    expect([storage.status, storage.toJSON()]).toEqual([
+    expect(answer(new CellError("ERR_CELL_CLOSED", 'queue "q" is closed: every queue is closing'))).toEqual([
       503,
-      { error: { code: "unavailable", message: "the queue is unavailable right now; retry shortly, nothing was written" } },
+      1,
+      { error: { code: "unavailable", message: 'queue "q" is closed: every queue is closing; nothing of this call was written' } },
     ]);
+
+    // The cell's words go out as they are; its facts decide the Retry-After (words as in
+    // packages/queue-cell/test/storage-failure.test.ts).
+    const facts = { queue: "q", cause: "disk-full", detail: "SQLITE_FULL: database or disk is full" } as const;
+    const diskFull =
+      "the queue's storage failed: database or disk is full (SQLITE_FULL); nothing of this call was written, " +
+      "and writes resume by themselves once the disk has free space";
+    expect(answer(new CellError("ERR_STORAGE", diskFull, { storage: { ...facts, mayHaveTakenEffect: false, writesStopped: false } }))).toEqual([
+      503,
+      10,
+      { error: { code: "unavailable", message: diskFull } },
+    ]);
+    const mayHaveTakenEffect =
+      "the queue's storage failed: flushing its log to disk failed (ENOSPC: no space left on device, fdatasync); " +
+      "this call may or may not have taken effect, and the queue takes no more writes until celld is restarted";
+    expect(
+      answer(new CellError("ERR_STORAGE", mayHaveTakenEffect, { storage: { ...facts, mayHaveTakenEffect: true, writesStopped: true } })),
+    ).toEqual([503, undefined, { error: { code: "unavailable", message: mayHaveTakenEffect } }]);
+    const stopped =
+      "the queue's storage failed: flushing its log to disk failed earlier (EIO: i/o error, fdatasync), so it takes no more " +
+      "writes until celld is restarted; what was answered before that failure is on disk; nothing of this call was written";
+    expect(
+      answer(new CellError("ERR_STORAGE", stopped, { storage: { ...facts, cause: "io-error", mayHaveTakenEffect: false, writesStopped: true } })),
+    ).toEqual([503, undefined, { error: { code: "unavailable", message: stopped } }]);
+
     const bug = toApiError(new TypeError("x is undefined"));
     expect([bug.status, bug.toJSON()]).toEqual([500, { error: { code: "internal", message: "internal error" } }]);
   });

@@ -45,8 +45,14 @@ export const apiLimits = {
 
   apiKeyNameCharsMax: 100,
 
-  /** What a 429 tells the client to wait before retrying. */
+  /** What a 429, or a 503 for a queue that is closing, tells the client to wait before retrying. */
   retryAfterSeconds: 1,
+  /**
+   * What a 503 for a storage failure the queue gets over by itself (a full disk) tells the client
+   * to wait. Space is freed by a person or a cleanup job, not within a second; a retry every ten
+   * seconds per client costs a full disk little and finds it usable soon after.
+   */
+  storageRetryAfterSeconds: 10,
 
   /** A client must send its request headers within this, or gets 408 and a closed connection. */
   headersTimeoutMs: 10_000,

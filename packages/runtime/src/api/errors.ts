@@ -1,4 +1,5 @@
-import { isCellError, type CellErrorCode } from "@celld/queue-cell";
+import { isCellError, type CellError, type CellErrorCode } from "@celld/queue-cell";
+import { apiLimits } from "./api-limits.ts";
 
 /**
  * Every error code the API answers with, and its HTTP status. Codes are stable: clients branch on
@@ -30,7 +31,11 @@ export const apiErrorStatus = {
   /** The queue is taking too many sends at once; retry after Retry-After. Nothing was written. */
   overloaded: 429,
   internal: 500,
-  /** Storage failed or the server is stopping; retry. Nothing was written. */
+  /**
+   * The queue's storage failed, or the queue is closing (the server is stopping). The message
+   * says whether the call may have taken effect (a storage failure after its commit) and whether
+   * a restart is needed; Retry-After is set where retrying can help.
+   */
   unavailable: 503,
 } as const;
 
@@ -42,6 +47,8 @@ export interface ApiErrorDetails {
   /** Extra members of the error object (publish reports the queues that did commit). */
   extra?: Record<string, unknown>;
   cause?: unknown;
+  /** Sent as Retry-After: retrying after this long may succeed. Unset: not before something changes. */
+  retryAfterSeconds?: number;
 }
 
 export class ApiError extends Error {
@@ -50,6 +57,7 @@ export class ApiError extends Error {
   readonly field: string | undefined;
   readonly bound: string | undefined;
   readonly extra: Record<string, unknown> | undefined;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(code: ApiErrorCode, message: string, details: ApiErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -59,6 +67,7 @@ export class ApiError extends Error {
     this.field = details.field;
     this.bound = details.bound;
     this.extra = details.extra;
+    this.retryAfterSeconds = details.retryAfterSeconds;
   }
 
   /** The JSON body every error answers with. */
@@ -91,10 +100,34 @@ const fromCellCode: Record<CellErrorCode, ApiErrorCode> = {
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (isCellError(error)) {
-    const code = fromCellCode[error.code];
-    const message =
-      code === "unavailable" ? "the queue is unavailable right now; retry shortly, nothing was written" : error.message;
-    return new ApiError(code, message, { field: error.field, bound: error.bound, cause: error });
+    const { message, retryAfterSeconds } = refusal(error);
+    return new ApiError(fromCellCode[error.code], message, { field: error.field, bound: error.bound, cause: error, retryAfterSeconds });
   }
   return new ApiError("internal", "internal error", { cause: error });
+}
+
+/**
+ * A cell's refusal in the client's terms: what the call left behind, and when a retry may work.
+ * Overload and a closed queue never ran the call. A storage failure may have: only the cell knows
+ * at which step it failed, so its words go out as they are (they say whether the call may have
+ * taken effect, and whether the queue needs a restart), and its facts decide the Retry-After.
+ */
+function refusal(error: CellError): { message: string; retryAfterSeconds?: number } {
+  switch (error.code) {
+    case "ERR_CELL_OVERLOADED":
+      return { message: `${error.message}; nothing of this call was written`, retryAfterSeconds: apiLimits.retryAfterSeconds };
+    case "ERR_CELL_CLOSED":
+      // The server is stopping, or the queue closed between its lookup and the call: the next
+      // attempt finds it open, or no server, which a client retries anyway.
+      return { message: `${error.message}; nothing of this call was written`, retryAfterSeconds: apiLimits.retryAfterSeconds };
+    case "ERR_STORAGE": {
+      const storage = error.storage;
+      // A queue whose writes stopped takes none until celld restarts, so no wait makes a retry
+      // work; a failure the cell did not describe promises nothing either.
+      if (storage === undefined || storage.writesStopped) return { message: error.message };
+      return { message: error.message, retryAfterSeconds: apiLimits.storageRetryAfterSeconds };
+    }
+    default:
+      return { message: error.message };
+  }
 }

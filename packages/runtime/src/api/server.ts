@@ -219,7 +219,7 @@ function errorHeaders(error: ApiError): Record<string, string> {
   const headers: Record<string, string> = {};
   if (error.code === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="celld"';
   if (error.code === "method_not_allowed") headers["allow"] = (error.extra?.["allowed_methods"] as string[]).join(", ");
-  if (error.code === "overloaded") headers["retry-after"] = String(apiLimits.retryAfterSeconds);
+  if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds);
   return headers;
 }
 

@@ -109,7 +109,12 @@ export async function publish(
     throw new ApiError(
       failure.code,
       `the events reached ${committed.length} of ${queues.length} queues; ${failed.join(", ")} refused them: ${failure.message}`,
-      { field: failure.field, bound: failure.bound, extra: { committed_queues: committed, failed_queues: failed } },
+      {
+        field: failure.field,
+        bound: failure.bound,
+        extra: { committed_queues: committed, failed_queues: failed },
+        retryAfterSeconds: failure.retryAfterSeconds,
+      },
     );
   }
   return deliveries;

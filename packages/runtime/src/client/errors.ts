@@ -17,7 +17,11 @@ export class QueuesApiError extends Error {
     this.details = details;
   }
 
-  /** Worth retrying as is: nothing was written (overload, unavailable, timeout). */
+  /**
+   * The server may answer otherwise later (overload, unavailable, timeout). Not a promise that
+   * nothing was written: a 503's message says when the call may have taken effect, and when the
+   * queue takes no writes until celld is restarted.
+   */
   get retryable(): boolean {
     return this.status === 408 || this.status === 429 || this.status >= 500;
   }

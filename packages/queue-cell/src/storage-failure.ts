@@ -1,0 +1,70 @@
+import { CellError, isCellError, type StorageCause } from "./errors.ts";
+
+/**
+ * SQLite's primary result codes and the file system's errno codes, by what they mean to an
+ * operator. SQLite reports a full disk as SQLITE_FULL whatever errno it got; a flush (fdatasync)
+ * and the file opens around SQLite report errno codes. Extended SQLite codes
+ * (`SQLITE_IOERR_WRITE`, `SQLITE_READONLY_DBMOVED`) count as their primary code.
+ */
+const causeByCode: ReadonlyArray<readonly [string, StorageCause]> = [
+  ["SQLITE_FULL", "disk-full"],
+  ["ENOSPC", "disk-full"],
+  ["EDQUOT", "disk-full"],
+  ["SQLITE_READONLY", "read-only"],
+  ["EROFS", "read-only"],
+  ["SQLITE_PERM", "permission"],
+  ["SQLITE_AUTH", "permission"],
+  ["EACCES", "permission"],
+  ["EPERM", "permission"],
+  ["SQLITE_IOERR", "io-error"],
+  ["EIO", "io-error"],
+];
+
+/**
+ * What a storage failure came from: the innermost error of `error`'s cause chain that carries a
+ * code (a SqliteError, a Node system error), read as a cause, and in words
+ * (`SQLITE_FULL: database or disk is full`, `ENOSPC: no space left on device, fdatasync`).
+ */
+export function storageCause(error: unknown): { cause: StorageCause; detail: string } {
+  let coded: { code: string; message: string } | undefined;
+  let innermost: unknown = error;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    innermost = e;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && !isCellError(e)) coded = { code, message: e.message };
+  }
+  if (coded === undefined) return { cause: "other", detail: innermost instanceof Error ? innermost.message : String(innermost) };
+  const { code, message } = coded;
+  const match = causeByCode.find(([prefix]) => code === prefix || code.startsWith(`${prefix}_`));
+  // Node's system errors start their message with the code already.
+  return { cause: match?.[1] ?? "other", detail: message.startsWith(`${code}:`) ? message : `${code}: ${message}` };
+}
+
+/**
+ * The error a cell's caller gets when its call failed on storage: the store's words, completed
+ * with what the call left behind and what comes next, and the same as facts (`storage`) for
+ * callers that act on them (the HTTP API's Retry-After). Only the cell knows at which step a call
+ * failed: a failed commit wrote nothing; a commit whose flush failed is in the log, and may be
+ * found there after a restart. Anything but an ERR_STORAGE passes through unchanged.
+ */
+export function callStorageError(
+  error: unknown,
+  queue: string,
+  state: { mayHaveTakenEffect: boolean; writesStopped: boolean },
+): unknown {
+  if (!isCellError(error, "ERR_STORAGE") || error.storage !== undefined) return error;
+  const { cause, detail } = storageCause(error);
+  // A failed flush's own words already say the call may have taken effect and that a restart is
+  // needed (WalSync); a failed commit's say only what failed.
+  let message = error.message;
+  if (!state.mayHaveTakenEffect) {
+    message += "; nothing of this call was written";
+    // The transaction rolled back and the next may find room: nothing in the cell holds writes
+    // back once the disk has space again (docs/message-life.md says how much it needs).
+    if (!state.writesStopped && cause === "disk-full") message += ", and writes resume by themselves once the disk has free space";
+  }
+  return new CellError("ERR_STORAGE", message, {
+    cause: error,
+    storage: { queue, cause, detail, ...state },
+  });
+}

@@ -1,0 +1,129 @@
+/**
+ * What a cell's caller is told when its call fails on storage: the words, and the same as facts
+ * (`CellError.storage`) that the HTTP API and the Worker binding act on. Failures are injected
+ * through the store (a full disk) and the log's flush (a SyncFile stand-in).
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { describe, expect, test } from "vitest";
+import { CellError, ManualClock, QueueCell, SqliteCellStore, storageCause, type SyncFile } from "../src/index.ts";
+import { ObservedStore, sqliteStore, text } from "./cell-harness.ts";
+import { tempDir } from "./temp-dir.ts";
+
+const rejection = (p: Promise<unknown>): Promise<CellError> => p.then(
+  () => {
+    throw new Error("expected a rejection");
+  },
+  (error: unknown) => error as CellError,
+);
+
+/** A system error as Node's fs raises it. */
+function systemError(code: string, message: string): Error {
+  return Object.assign(new Error(`${code}: ${message}`), { code });
+}
+
+describe("a commit that fails on a full disk", () => {
+  test("says nothing of the call was written and that writes resume, names the queue and the cause; they do resume", async () => {
+    const observed = new ObservedStore(sqliteStore(tempDir()));
+    const cell = new QueueCell({ name: "jobs", store: observed.wrap(), clock: new ManualClock() });
+    await cell.send([text("kept")]);
+    observed.diskFull = true;
+    const error = await rejection(cell.send([text("refused")]));
+    expect(error.code).toBe("ERR_STORAGE");
+    expect(error.message).toBe(
+      "the queue's storage failed: database or disk is full (SQLITE_FULL); nothing of this call was written, " +
+        "and writes resume by themselves once the disk has free space",
+    );
+    expect(error.storage).toEqual({
+      queue: "jobs",
+      cause: "disk-full",
+      detail: "SQLITE_FULL: database or disk is full",
+      mayHaveTakenEffect: false,
+      writesStopped: false,
+    });
+    observed.diskFull = false;
+    await cell.send([text("after")]);
+    expect(await cell.counts()).toMatchObject({ ready: 2 });
+    await cell.close();
+  });
+
+  test("another failed commit says nothing was written, without promising anything of the disk", async () => {
+    const observed = new ObservedStore(sqliteStore(tempDir()));
+    const cell = new QueueCell({ name: "jobs", store: observed.wrap(), clock: new ManualClock() });
+    observed.failNext = true;
+    const error = await rejection(cell.counts());
+    expect(error.message).toBe("the queue's storage failed: disk I/O error (injected) (SQLITE_IOERR); nothing of this call was written");
+    expect(error.storage).toMatchObject({ cause: "io-error", mayHaveTakenEffect: false, writesStopped: false });
+    await cell.close();
+  });
+});
+
+describe("a failed flush of the log", () => {
+  test("tells the calls it held that they may have taken effect; later calls that nothing was written; both that writes stopped", async () => {
+    const held: Array<(error: Error | null) => void> = [];
+    const syncFile: SyncFile = (_fd, done) => void held.push(done);
+    const store = new SqliteCellStore(join(tempDir(), "q.sqlite"), { durability: "full", syncFile });
+    const cell = new QueueCell({ name: "jobs", store, clock: new ManualClock() });
+    const sent = rejection(cell.send([text("maybe")]));
+    await new Promise((resolve) => setImmediate(resolve));
+    held.shift()!(systemError("ENOSPC", "no space left on device, fdatasync"));
+    const first = await sent;
+    expect(first.message).toBe(
+      "the queue's storage failed: flushing its log to disk failed (ENOSPC: no space left on device, fdatasync); " +
+        "this call may or may not have taken effect, and the queue takes no more writes until celld is restarted",
+    );
+    expect(first.storage).toEqual({
+      queue: "jobs",
+      cause: "disk-full",
+      detail: "ENOSPC: no space left on device, fdatasync",
+      mayHaveTakenEffect: true,
+      writesStopped: true,
+    });
+    const later = await rejection(cell.send([text("refused")]));
+    expect(later.message).toBe(
+      "the queue's storage failed: flushing its log to disk failed earlier (ENOSPC: no space left on device, fdatasync), " +
+        "so it takes no more writes until celld is restarted; what was answered before that failure is on disk; " +
+        "nothing of this call was written",
+    );
+    expect(later.storage).toMatchObject({ cause: "disk-full", mayHaveTakenEffect: false, writesStopped: true });
+    await cell.close();
+  });
+});
+
+test("a cell whose file cannot be opened is a storage failure of the call that opens it, not a bug", () => {
+  const dir = tempDir();
+  // A directory where the file belongs: SQLite cannot open it, whoever runs the test.
+  mkdirSync(join(dir, "jobs.sqlite"));
+  let error: unknown;
+  try {
+    new QueueCell({ name: "jobs", path: join(dir, "jobs.sqlite"), clock: new ManualClock() });
+  } catch (thrown) {
+    error = thrown;
+  }
+  expect(error).toBeInstanceOf(CellError);
+  expect((error as CellError).message).toBe(
+    `the queue's storage failed: opening ${join(dir, "jobs.sqlite")}: unable to open database file (SQLITE_CANTOPEN); nothing of this call was written`,
+  );
+  expect((error as CellError).storage).toMatchObject({ queue: "jobs", cause: "other", mayHaveTakenEffect: false, writesStopped: false });
+});
+
+test("storageCause reads SQLite's and the file system's codes, extended codes as their primary one", () => {
+  const cases: Array<[Error, string, string]> = [
+    [new Database.SqliteError("database or disk is full", "SQLITE_FULL"), "disk-full", "SQLITE_FULL: database or disk is full"],
+    [systemError("ENOSPC", "no space left on device, write"), "disk-full", "ENOSPC: no space left on device, write"],
+    [systemError("EDQUOT", "disk quota exceeded, write"), "disk-full", "EDQUOT: disk quota exceeded, write"],
+    [new Database.SqliteError("attempt to write a readonly database", "SQLITE_READONLY"), "read-only", "SQLITE_READONLY: attempt to write a readonly database"],
+    [new Database.SqliteError("attempt to write a readonly database", "SQLITE_READONLY_DBMOVED"), "read-only", "SQLITE_READONLY_DBMOVED: attempt to write a readonly database"],
+    [systemError("EROFS", "read-only file system, open"), "read-only", "EROFS: read-only file system, open"],
+    [systemError("EACCES", "permission denied, open"), "permission", "EACCES: permission denied, open"],
+    [new Database.SqliteError("disk I/O error", "SQLITE_IOERR_WRITE"), "io-error", "SQLITE_IOERR_WRITE: disk I/O error"],
+    [systemError("EIO", "i/o error, fdatasync"), "io-error", "EIO: i/o error, fdatasync"],
+    [new Database.SqliteError("unable to open database file", "SQLITE_CANTOPEN"), "other", "SQLITE_CANTOPEN: unable to open database file"],
+    [new Error("no code at all"), "other", "no code at all"],
+  ];
+  for (const [error, cause, detail] of cases) {
+    // Found through the CellError that wraps it, as a store reports it.
+    expect(storageCause(new CellError("ERR_STORAGE", "the queue's storage failed", { cause: error }))).toEqual({ cause, detail });
+  }
+});
