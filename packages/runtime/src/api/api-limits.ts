@@ -53,6 +53,8 @@ export const apiLimits = {
    * seconds per client costs a full disk little and finds it usable soon after.
    */
   storageRetryAfterSeconds: 10,
+  /** A storage failure is logged once per queue and cause in this long, however many calls it refuses. */
+  storageFailureLogWindowMs: 60_000,
 
   /** A client must send its request headers within this, or gets 408 and a closed connection. */
   headersTimeoutMs: 10_000,

@@ -26,6 +26,7 @@ import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
+import { StorageFailureLog, storageFailuresIn } from "./storage-failure-log.ts";
 import { Router, type ApiDeps, type Route } from "./router.ts";
 
 export interface ApiServerTimeouts {
@@ -52,6 +53,11 @@ export interface ApiServerOptions {
   timeouts?: Partial<ApiServerTimeouts>;
   /** Told about failures that answered 500, which are bugs. */
   onInternalError?: (error: unknown) => void;
+  /**
+   * Told, in a line for the operator, of a storage failure behind 503s (a full disk): once per
+   * queue and cause a minute, however many calls it refuses.
+   */
+  onStorageFailure?: (line: string) => void;
 }
 
 export interface ApiServer {
@@ -89,6 +95,11 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     ...options.timeouts,
   };
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
+  const storageLog = new StorageFailureLog(
+    clock,
+    apiLimits.storageFailureLogWindowMs,
+    options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)),
+  );
 
   const server = createServer(
     {
@@ -98,7 +109,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       connectionsCheckingInterval: timeouts.checkIntervalMs,
     },
     (req, res) => {
-      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs);
+      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog);
       inflight.add(handling);
       void handling.finally(() => inflight.delete(handling));
     },
@@ -139,6 +150,7 @@ async function handle(
   stopping: AbortSignal,
   onInternalError: (error: unknown) => void,
   drainMs: number,
+  storageLog: StorageFailureLog,
 ): Promise<void> {
   const gone = new AbortController();
   res.on("close", () => {
@@ -200,6 +212,7 @@ async function handle(
   } catch (thrown) {
     const error = toApiError(thrown);
     if (error.code === "internal") onInternalError(thrown);
+    for (const failure of storageFailuresIn(thrown)) storageLog.report(failure);
     if (res.headersSent || res.destroyed) return;
     const headers = errorHeaders(error);
     if (hasBody(req) && !bodyRead) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });

@@ -95,11 +95,13 @@ export async function publish(
   const deliveries: Delivery[][] = events.map(() => []);
   let failure: ApiError | undefined;
   const failed: string[] = [];
+  const reasons: unknown[] = [];
   settled.forEach((outcome, q) => {
     const queue = queues[q]!;
     if (outcome.status === "rejected") {
       failure ??= toApiError(outcome.reason);
       failed.push(queue);
+      reasons.push(outcome.reason);
       return;
     }
     routed.get(queue)!.forEach((eventIndex, k) => deliveries[eventIndex]!.push({ queue, messageId: outcome.value.ids[k]! }));
@@ -114,6 +116,8 @@ export async function publish(
         bound: failure.bound,
         extra: { committed_queues: committed, failed_queues: failed },
         retryAfterSeconds: failure.retryAfterSeconds,
+        // Each queue's own refusal, for the server's log (a storage failure is logged per queue).
+        cause: new AggregateError(reasons, `${failed.length} queue(s) refused the events`),
       },
     );
   }

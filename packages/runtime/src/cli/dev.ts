@@ -54,6 +54,7 @@ export async function dev(args: DevArgs): Promise<number> {
         host: args.host,
         workerQueues: { declared: () => queues },
         onInternalError: (error) => log.error("the queues API failed a request", error),
+        onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
       });
     } catch (error) {
       apiKeys?.close();
