@@ -80,6 +80,32 @@ export function isCellError(error: unknown, code?: CellErrorCode): error is Cell
   return error instanceof CellError && (code === undefined || error.code === code);
 }
 
+/**
+ * What a cell tells its host (`onBackgroundError`) when work it does on its own failed: which
+ * queue, which work, and when it is tried again; the failure is the `cause`. A storage failure is
+ * told by its queue and cause (`SQLITE_FULL: database or disk is full`) rather than by the words
+ * meant for a caller, which speak of "this call".
+ */
+export class BackgroundWorkError extends Error {
+  readonly queue: string;
+  /** What failed, in words: `moving dead letters to "jobs-dlq"`. */
+  readonly work: string;
+
+  constructor(queue: string, work: string, retry: string, cause: unknown) {
+    super(`queue "${queue}": ${work} failed, ${retry}: ${failureWords(cause)}`, { cause });
+    this.name = "BackgroundWorkError";
+    this.queue = queue;
+    this.work = work;
+  }
+}
+
+function failureWords(error: unknown): string {
+  const storage = isCellError(error, "ERR_STORAGE") ? error.storage : undefined;
+  if (storage === undefined) return error instanceof Error ? error.message : String(error);
+  const stopped = storage.writesStopped ? "; it takes no more writes until celld is restarted" : "";
+  return `the storage of queue "${storage.queue}" failed (${storage.detail})${stopped}`;
+}
+
 /** Refuses a number outside [min, max] (or not an integer, when asked), naming field and bound. */
 export function checkRange(
   field: string,

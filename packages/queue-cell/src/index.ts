@@ -1,6 +1,7 @@
 export { limits, type Limits } from "./limits.ts";
 export {
   CellError,
+  BackgroundWorkError,
   isCellError,
   type CellErrorCode,
   type CellErrorDetails,

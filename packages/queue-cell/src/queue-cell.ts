@@ -1,6 +1,6 @@
 import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
-import { CellError, checkRange, isCellError } from "./errors.ts";
+import { BackgroundWorkError, CellError, checkRange, isCellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
@@ -15,7 +15,13 @@ const retentionMs = limits.retentionSeconds * msPerSecond;
 // Expired leases and replays are read in slices, so no single query returns an unbounded list.
 const expirySliceRows = 1000;
 const moveSliceRows = 100;
-const moveRetryMs = 1000;
+/**
+ * A failed dead-letter move is tried again after this long, doubling while it keeps failing (a
+ * full disk fails every attempt until space is freed), and from the shortest again after a move
+ * that worked. A target that closed under a move is no failure: the shortest wait.
+ */
+const moveRetryMsMin = 1000;
+const moveRetryMsMax = 30_000;
 
 export interface QueueCellOptions {
   /** The queue's name, as errors and dead-letter moves name it. */
@@ -34,7 +40,10 @@ export interface QueueCellOptions {
    * queue, and then the move keeps the messages in this queue's own dead-letter set.
    */
   resolveCell?: (queue: string) => Promise<QueueCell | undefined>;
-  /** Told about failures of background work (dead-letter moves) that will be retried. */
+  /**
+   * Told about failures of background work (dead-letter moves, lease expiry, checkpoints): a
+   * BackgroundWorkError naming the queue, the work and what comes next.
+   */
   onBackgroundError?: (error: unknown) => void;
   /** Told, in words for an operator, when messages stay somewhere other than they were meant to go. */
   onWarning?: (message: string) => void;
@@ -147,6 +156,10 @@ export class QueueCell {
   private cancelTimer: (() => void) | undefined;
   private timerAtMs: number | undefined;
   private mover: Promise<void> | undefined;
+  /** How long the next failed dead-letter move waits before it is tried again. */
+  private moveRetryMs = moveRetryMsMin;
+  /** Cancels the timer of a move waiting to be tried again; new dead letters wait for it too. */
+  private cancelMoveRetry: (() => void) | undefined;
   private closed = false;
   /** A flush failed: by the CellStore contract, the store takes no more transactions. */
   private writesStopped = false;
@@ -212,7 +225,7 @@ export class QueueCell {
       throw this.callFailed(error, "commit");
     }
     // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
-    this.loop.submit(() => undefined).catch((error: unknown) => this.onBackgroundError(error));
+    this.loop.submit(() => undefined).catch((error: unknown) => this.backgroundFailed("resuming its work after opening", "tried again with its next call", error));
   }
 
   get queueConfig(): QueueConfig {
@@ -546,6 +559,8 @@ export class QueueCell {
     this.waiters.closeAll();
     this.cancelTimer?.();
     this.cancelTimer = undefined;
+    this.cancelMoveRetry?.();
+    this.cancelMoveRetry = undefined;
     await this.loop.close();
     await this.mover?.catch(() => undefined);
     this.store.close();
@@ -714,19 +729,29 @@ export class QueueCell {
     this.cancelTimer = this.clock.schedule(at, () => {
       this.cancelTimer = undefined;
       this.timerAtMs = undefined;
-      void this.tick().catch((error: unknown) => this.onBackgroundError(error));
+      void this.tick().catch((error: unknown) =>
+        this.backgroundFailed("applying lease expiries and retention", "tried again with its next call", error),
+      );
     });
   }
 
   private startMover(): void {
-    if (this.mover !== undefined) return;
+    if (this.mover !== undefined || this.cancelMoveRetry !== undefined) return;
     this.mover = this.moveDeadLetters()
       .catch((error: unknown) => {
         // A target closed under the move (idle, or the host stopping) is no failure: the rows
         // stay moving, and the move is taken up again below, or at the next open.
-        if (!isCellError(error, "ERR_CELL_CLOSED")) this.onBackgroundError(error);
+        const targetClosed = isCellError(error, "ERR_CELL_CLOSED");
+        const wait = targetClosed ? moveRetryMsMin : this.moveRetryMs;
+        if (!targetClosed) {
+          this.moveRetryMs = Math.min(2 * this.moveRetryMs, moveRetryMsMax);
+          const policy = this.config.deadLetter;
+          const work = policy.kind === "queue" ? `moving dead letters to "${policy.queue}"` : "keeping dead letters in its own set";
+          this.backgroundFailed(work, `tried again in ${wait / msPerSecond} s`, error);
+        }
         if (!this.closed) {
-          this.clock.schedule(this.clock.now() + moveRetryMs, () => {
+          this.cancelMoveRetry = this.clock.schedule(this.clock.now() + wait, () => {
+            this.cancelMoveRetry = undefined;
             if (!this.closed) this.startMover();
           });
         }
@@ -766,7 +791,13 @@ export class QueueCell {
       }
       await target.receiveDeadLetters(rows);
       await this.loop.submit(() => this.forEachStillMoving(rows, (head) => this.store.remove(head)));
+      this.moveRetryMs = moveRetryMsMin;
     }
+  }
+
+  /** Reports background work that failed and will be retried, naming this queue and the work. */
+  private backgroundFailed(work: string, retry: string, error: unknown): void {
+    this.onBackgroundError(new BackgroundWorkError(this.name, work, retry, error));
   }
 
   /** Inside a group: `act` on each of `rows` that is still moving (a purge may have taken it since). */
@@ -794,7 +825,17 @@ export class QueueCell {
    */
   private openSqliteStore(path: string, durability: Durability): SqliteCellStore {
     try {
-      return new SqliteCellStore(path, { durability, onBackgroundError: (error) => this.onBackgroundError(error) });
+      return new SqliteCellStore(path, {
+        durability,
+        // The store's own background work is the checkpoint, tried again after the next flush unless
+        // its flush failed: then the store takes no more writes (its `failed`, the error told here).
+        onBackgroundError: (error) =>
+          this.backgroundFailed(
+            "copying its log into its database file",
+            this.store.failed === error ? "not tried again" : "tried again after the next flush",
+            error,
+          ),
+      });
     } catch (error) {
       // The store's own words (they name the file) when it has them.
       if (isCellError(error, "ERR_STORAGE")) throw this.callFailed(error, "commit");

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
-import { limits, type QueueCell } from "../src/index.ts";
-import { bodies, cellHarness, refs, settle, text } from "./cell-harness.ts";
+import { BackgroundWorkError, QueueCell, limits } from "../src/index.ts";
+import { ObservedStore, bodies, cellHarness, refs, settle, sqliteStore, text } from "./cell-harness.ts";
 
 const dayMs = 86_400_000;
 
@@ -128,6 +128,63 @@ describe("dead-lettering", () => {
     expect(bodies(await target.lease({ max: 1 }))).toEqual(["a"]);
     expect(await h.cell.counts()).toMatchObject({ movingToDeadLetterQueue: 0 });
     expect(errors).toEqual([]);
+    await h.cell.close();
+    await target.close();
+  });
+
+  test("a move failing on a full disk is named in each report and tried again after 1 s, doubling to 30 s; after a move works, from 1 s again", async () => {
+    const reports: Array<{ atMs: number; error: unknown }> = [];
+    let target: QueueCell | undefined;
+    const h = cellHarness({
+      config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } },
+      onBackgroundError: (error) => reports.push({ atMs: h.clock.now(), error }),
+      resolveCell: async () => target!,
+    });
+    // The target's disk fills up, as far as its store is concerned.
+    const full = new ObservedStore(sqliteStore(h.dir, "dlq"));
+    target = new QueueCell({ name: "dlq", store: full.wrap(), clock: h.clock });
+    const start = h.clock.now();
+    const deadLetter = async (body: string): Promise<void> => {
+      await h.cell.send([text(body)]);
+      await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+      await settle();
+    };
+    full.diskFull = true;
+    await deadLetter("a");
+    // Each wait runs out to the millisecond, and not one before.
+    const waits = [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000];
+    for (const wait of waits) {
+      h.clock.advance(wait - 1);
+      await settle();
+      const before = reports.length;
+      h.clock.advance(1);
+      await settle();
+      expect(reports).toHaveLength(before + 1);
+    }
+    // A dead letter arriving meanwhile waits for the retry too, rather than starting a move of its own.
+    await deadLetter("b");
+    expect(reports).toHaveLength(waits.length + 1);
+    const attempts = reports.map((r) => r.atMs - start);
+    expect(attempts).toEqual([0, 1000, 3000, 7000, 15_000, 31_000, 61_000, 91_000]);
+    const error = reports[1]!.error;
+    expect(error).toBeInstanceOf(BackgroundWorkError);
+    expect((error as Error).message).toBe(
+      'queue "q": moving dead letters to "dlq" failed, tried again in 2 s: the storage of queue "dlq" failed (SQLITE_FULL: database or disk is full)',
+    );
+    expect(reports.map((r) => (r.error as Error).message.match(/tried again in (\d+) s/)![1])).toEqual(["1", "2", "4", "8", "16", "30", "30", "30"]);
+
+    // Space again: the next attempt moves both, and the wait starts over at 1 s.
+    full.diskFull = false;
+    h.clock.advance(30_000);
+    await settle();
+    expect(await h.cell.counts()).toMatchObject({ movingToDeadLetterQueue: 0 });
+    expect(bodies(await target.lease({ max: 10 }))).toEqual(["a", "b"]);
+    full.diskFull = true;
+    await deadLetter("c");
+    h.clock.advance(1000);
+    await settle();
+    expect(reports.slice(-2).map((r) => r.atMs - reports.at(-2)!.atMs)).toEqual([0, 1000]);
+    full.diskFull = false;
     await h.cell.close();
     await target.close();
   });

@@ -1,3 +1,5 @@
+import { BackgroundWorkError, isCellError } from "@celld/queue-cell";
+
 /** Where the host writes what an operator should see. Tests pass a collecting log. */
 export interface HostLog {
   info(message: string): void;
@@ -31,5 +33,21 @@ export class MemoryHostLog implements HostLog {
   }
   runtime(line: string, stream: "stdout" | "stderr"): void {
     this.lines.push(`${stream}: ${line}`);
+  }
+}
+
+/**
+ * A queue cell's background work that failed and will be retried (a dead-letter move, a
+ * checkpoint), as one line naming the queue and the work. A storage failure (a full disk) is the
+ * operator's matter and its line names the cause: a stack would say nothing more, at every retry.
+ * Anything else is a bug, logged with its stack.
+ */
+export function logCellBackgroundError(log: HostLog, error: unknown): void {
+  if (!(error instanceof BackgroundWorkError)) {
+    log.error("a queue cell's background work failed; it will be retried", error);
+  } else if (isCellError(error.cause, "ERR_STORAGE")) {
+    log.error(error.message);
+  } else {
+    log.error(error.message, error.cause);
   }
 }

@@ -10,7 +10,7 @@ import { setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd-v8-flags-default.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
-import { consoleHostLog, type HostLog } from "./host-log.ts";
+import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
 import { checkPortFree } from "./port-check.ts";
@@ -83,7 +83,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     clock,
     durability: options.durability ?? "full",
     idleCloseMs: options.cellIdleCloseMs,
-    onBackgroundError: (error) => log.error("a queue cell's background work failed; it will be retried", error),
+    onBackgroundError: (error) => logCellBackgroundError(log, error),
     onWarning: (message) => log.warn(message),
   });
   const plugins: HostPlugin[] = [
