@@ -1,7 +1,9 @@
 import { spawn } from "node:child_process";
+import { mkdirSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
+import { CellRegistry } from "../packages/queue-cell/src/index.ts";
 import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
 import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
@@ -258,6 +260,25 @@ test("a port already in use is one clear error, before workerd starts, and the d
   await waitFor(again, /listening on http:/);
   again.kill("SIGTERM");
   expect(await again.exited).toBe(0);
+});
+
+test("a data directory, or a queue's file in it, that cannot be written is one clear line and status 1, before workerd starts", async () => {
+  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]\n`, "export default { fetch() { return new Response('hi'); } };");
+  const data = join(p.dir, "data");
+  // Directories where the files belong stand in for a full disk, which needs root to arrange.
+  mkdirSync(join(data, "celld.lock"), { recursive: true });
+  const locked = run(["dev", "--port", "0", "--data", data], p.dir);
+  expect(await locked.exited).toBe(1);
+  expect(locked.output().trim()).toBe(
+    `celld: the data directory ${data} cannot be used: opening celld.lock failed: SQLITE_CANTOPEN: unable to open database file`,
+  );
+  rmSync(join(data, "celld.lock"), { recursive: true });
+  mkdirSync(new CellRegistry({ dataDir: data }).pathOf("jobs"));
+  const queue = run(["dev", "--port", "0", "--data", data], p.dir);
+  expect(await queue.exited).toBe(1);
+  expect(queue.output().trim()).toBe(
+    `celld: the data directory ${data} cannot be used: starting queue "jobs" failed: SQLITE_CANTOPEN: unable to open database file`,
+  );
 });
 
 /** Resolves once none of `pids` is a live process (a zombie counts as gone), or fails after `ms`. */

@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
-import { DataDirInUseError, lockDataDir } from "../src/host/data-dir-lock.ts";
+import Database from "better-sqlite3";
+import { DataDirInUseError, DataDirUnusableError, lockDataDir } from "../src/host/data-dir-lock.ts";
 
 function dataDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "celld-lock-"));
@@ -85,4 +86,51 @@ test("a claim that cannot write its pid file fails and leaves the directory free
   expect(() => lockDataDir(dir)).toThrow(/EISDIR/);
   rmSync(join(dir, "celld.pid"), { recursive: true });
   lockDataDir(dir)();
+});
+
+function refusal(claim: () => unknown): Error {
+  try {
+    claim();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error("the claim was not refused");
+}
+
+test("a directory it cannot write in is refused in one line naming it, the file and the cause", () => {
+  const dir = dataDir();
+  // A directory where the lock file belongs: SQLite cannot open it, whoever runs the test.
+  mkdirSync(join(dir, "celld.lock"));
+  const locked = refusal(() => lockDataDir(dir));
+  expect(locked).toBeInstanceOf(DataDirUnusableError);
+  expect(locked.message).toBe(`the data directory ${dir} cannot be used: opening celld.lock failed: SQLITE_CANTOPEN: unable to open database file`);
+  rmSync(join(dir, "celld.lock"), { recursive: true });
+  mkdirSync(join(dir, "celld.pid"));
+  expect(refusal(() => lockDataDir(dir)).message).toBe(
+    `the data directory ${dir} cannot be used: writing celld.pid failed: EISDIR: illegal operation on a directory, open '${join(dir, "celld.pid")}'`,
+  );
+  // A file where the directory belongs.
+  writeFileSync(join(dir, "file"), "");
+  expect(refusal(() => lockDataDir(join(dir, "file", "data"))).message).toMatch(
+    new RegExp(`^the data directory ${join(dir, "file", "data")} cannot be used: creating it failed: ENOTDIR: not a directory, mkdir`),
+  );
+});
+
+test("a full disk, a read-only file system and a denied permission are named as such, with what to do", () => {
+  const dir = dataDir();
+  // A real SQLITE_FULL: a connection capped at one page cannot create the lock's table.
+  const capped = new Database(join(dir, "capped.sqlite"));
+  capped.pragma("max_page_count = 1");
+  const full = refusal(() => capped.exec("CREATE TABLE held (at INTEGER)"));
+  capped.close();
+  const system = (code: string, message: string) => Object.assign(new Error(`${code}: ${message}`), { code });
+  expect(
+    [full, system("EROFS", "read-only file system, open"), system("EACCES", "permission denied, open")].map(
+      (error) => new DataDirUnusableError("/srv/celld", "writing celld.lock", error).message,
+    ),
+  ).toEqual([
+    "the data directory /srv/celld cannot be used: writing celld.lock failed: the disk is full (SQLITE_FULL: database or disk is full); free some space on it, or pass another --data",
+    "the data directory /srv/celld cannot be used: writing celld.lock failed: its file system is read-only (EROFS: read-only file system, open); pass a writable --data",
+    "the data directory /srv/celld cannot be used: writing celld.lock failed: permission denied (EACCES: permission denied, open); let this user write there, or pass another --data",
+  ]);
 });

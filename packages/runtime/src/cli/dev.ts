@@ -1,5 +1,6 @@
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
+import { DataDirUnusableError } from "../host/data-dir-lock.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import type { DevArgs } from "./args.ts";
@@ -31,15 +32,24 @@ export async function dev(args: DevArgs): Promise<number> {
 
   // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
   let runtimeExited = (): void => {};
-  const host: Host = await startHost({
-    deployment,
-    dataDir: args.dataDir,
-    port: args.port,
-    host: args.host,
-    log,
-    cellIdleCloseMs,
-    onRuntimeExit: () => runtimeExited(),
-  });
+  let host: Host;
+  try {
+    host = await startHost({
+      deployment,
+      dataDir: args.dataDir,
+      port: args.port,
+      host: args.host,
+      log,
+      cellIdleCloseMs,
+      onRuntimeExit: () => runtimeExited(),
+    });
+  } catch (error) {
+    // A data directory that cannot be written (a full disk) is the operator's to fix: the line
+    // names the directory and the cause, and a stack would add nothing.
+    if (!(error instanceof DataDirUnusableError)) throw error;
+    console.error(`celld: ${error.message}`);
+    return 1;
+  }
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
   if (args.apiPort !== undefined) {

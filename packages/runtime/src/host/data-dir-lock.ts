@@ -1,6 +1,7 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { storageCause } from "@celld/queue-cell";
 
 export class DataDirInUseError extends Error {
   readonly code = "ERR_DATA_DIR_IN_USE" as const;
@@ -11,6 +12,58 @@ export class DataDirInUseError extends Error {
     );
     this.name = "DataDirInUseError [ERR_DATA_DIR_IN_USE]";
   }
+}
+
+/**
+ * The data directory cannot be written: a full disk, a read-only file system, no permission. One
+ * line for the operator, naming the directory, the file and the cause, with what to do about it.
+ */
+export class DataDirUnusableError extends Error {
+  readonly code = "ERR_DATA_DIR_UNUSABLE" as const;
+  constructor(dataDir: string, what: string, error: unknown) {
+    super(`the data directory ${dataDir} cannot be used: ${what} failed: ${reasonOf(dataDir, error)}`, { cause: error });
+    this.name = "DataDirUnusableError [ERR_DATA_DIR_UNUSABLE]";
+  }
+}
+
+function reasonOf(dataDir: string, error: unknown): string {
+  const { cause, detail } = whyNotWritable(dataDir, storageCause(error));
+  switch (cause) {
+    case "disk-full":
+      return `the disk is full (${detail}); free some space on it, or pass another --data`;
+    case "read-only":
+      return `its file system is read-only (${detail}); pass a writable --data`;
+    case "permission":
+      return `permission denied (${detail}); let this user write there, or pass another --data`;
+    case "io-error":
+      return `an I/O error (${detail}); the disk may be failing`;
+    case "other":
+      return detail;
+  }
+}
+
+/**
+ * SQLite says only "unable to open database file" when it cannot create or open the file: a
+ * directory that may not be written (read-only, no permission) says why, when that is the reason.
+ */
+function whyNotWritable(dataDir: string, found: ReturnType<typeof storageCause>): ReturnType<typeof storageCause> {
+  if (found.cause !== "other") return found;
+  try {
+    accessSync(dataDir, constants.W_OK);
+  } catch (denied) {
+    const probed = storageCause(denied);
+    if (probed.cause !== "other") return probed;
+  }
+  return found;
+}
+
+/**
+ * A failure of the file system or SQLite in `what` (a queue's storage included), as the data
+ * directory's; anything else (a bug) as it is.
+ */
+export function dataDirUnusable(dataDir: string, what: string, error: unknown): unknown {
+  // SQLite's and the file system's errors carry a code.
+  return typeof (error as { code?: unknown }).code === "string" ? new DataDirUnusableError(dataDir, what, error) : error;
 }
 
 /**
@@ -31,10 +84,19 @@ const heldClaims = new Set<Database.Database>();
  * Returns the release function.
  */
 export function lockDataDir(dataDir: string): () => void {
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (error) {
+    throw dataDirUnusable(dataDir, "creating it", error);
+  }
   const pidPath = join(dataDir, "celld.pid");
-  // timeout 0: a held lock is an answer, not something to wait out.
-  const lock = new Database(join(dataDir, "celld.lock"), { timeout: 0 });
+  let lock: Database.Database;
+  try {
+    // timeout 0: a held lock is an answer, not something to wait out.
+    lock = new Database(join(dataDir, "celld.lock"), { timeout: 0 });
+  } catch (error) {
+    throw dataDirUnusable(dataDir, "opening celld.lock", error);
+  }
   try {
     // In this mode a connection keeps the exclusive lock of its first write until it closes.
     lock.pragma("locking_mode = EXCLUSIVE");
@@ -42,14 +104,14 @@ export function lockDataDir(dataDir: string): () => void {
   } catch (error) {
     lock.close();
     if ((error as { code?: unknown }).code === "SQLITE_BUSY") throw new DataDirInUseError(dataDir, readPid(pidPath));
-    throw error;
+    throw dataDirUnusable(dataDir, "writing celld.lock", error);
   }
   try {
     writeFileSync(pidPath, `${process.pid}\n`);
   } catch (error) {
     // The caller gets no release function, so the claim must not outlive this failure.
     lock.close();
-    throw error;
+    throw dataDirUnusable(dataDir, "writing celld.pid", error);
   }
   heldClaims.add(lock);
   return () => {

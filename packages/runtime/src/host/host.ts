@@ -1,14 +1,14 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
-import { CellRegistry, systemClock, type Clock, type Durability } from "@celld/queue-cell";
+import { CellRegistry, isCellError, systemClock, type Clock, type Durability } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd-v8-flags-default.ts";
-import { lockDataDir } from "./data-dir-lock.ts";
+import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
@@ -78,14 +78,20 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw error;
   }
-  const registry = new CellRegistry({
-    dataDir: options.dataDir,
-    clock,
-    durability: options.durability ?? "full",
-    idleCloseMs: options.cellIdleCloseMs,
-    onBackgroundError: (error) => logCellBackgroundError(log, error),
-    onWarning: (message) => log.warn(message),
-  });
+  let registry: CellRegistry;
+  try {
+    registry = new CellRegistry({
+      dataDir: options.dataDir,
+      clock,
+      durability: options.durability ?? "full",
+      idleCloseMs: options.cellIdleCloseMs,
+      onBackgroundError: (error) => logCellBackgroundError(log, error),
+      onWarning: (message) => log.warn(message),
+    });
+  } catch (error) {
+    unlock();
+    throw dataDirUnusable(options.dataDir, "creating its cells directory", error);
+  }
   const plugins: HostPlugin[] = [
     new QueuesPlugin({
       deployment: options.deployment,
@@ -198,6 +204,9 @@ export async function startHost(options: HostOptions): Promise<Host> {
     for (const plugin of plugins) await plugin.dispose().catch(() => undefined);
     await registry.closeAll();
     unlock();
+    // A queue that cannot be opened or written at start (a disk that filled up): one line for
+    // the operator, as for the directory itself.
+    if (isCellError(error, "ERR_STORAGE")) throw dataDirUnusable(options.dataDir, `starting queue "${error.storage?.queue ?? "?"}"`, error);
     throw error;
   }
 }
