@@ -22,7 +22,12 @@ export interface CloudflareQueueError {
  * What a Worker author sees for each refusal: Cloudflare's code and error name, so the text they
  * search for is the one Cloudflare documents. Every delay refusal is 10202, as for a batch delay;
  * content types that are not v8/json/text/bytes are 10203. ERR_CELL_CLOSED and ERR_STORAGE are
- * celld's own failures; Cloudflare's catch-all 15000 says so without inventing a code.
+ * celld's own failures; Cloudflare's catch-all 15000 says so without inventing a code, and the
+ * detail says whether the message was sent and whether a retry can work (describeCellError).
+ * workerd rejects send() alike for every status that is not 200, with the cause and code (or the
+ * status text, which carries the same), so the status is for clients of the REST shape: 503 for
+ * both, a queue that cannot take the message now, as the native API answers them; 500 would say
+ * a bug.
  */
 export const cloudflareErrors: Readonly<Record<ProducerErrorCode, CloudflareQueueError>> = {
   ERR_MESSAGE_TOO_LARGE: { status: 413, code: 10204, name: "MessageSizeOutOfBounds" },
@@ -36,7 +41,7 @@ export const cloudflareErrors: Readonly<Record<ProducerErrorCode, CloudflareQueu
   ERR_JSON_MALFORMED: { status: 400, code: 10208, name: "JSONRequestBodyMalformed" },
   ERR_CELL_OVERLOADED: { status: 429, code: 10250, name: "QueueOverloaded" },
   ERR_CELL_CLOSED: { status: 503, code: 15000, name: "UnknownInternalError" },
-  ERR_STORAGE: { status: 500, code: 15000, name: "UnknownInternalError" },
+  ERR_STORAGE: { status: 503, code: 15000, name: "UnknownInternalError" },
   ERR_NO_ROUTE: { status: 404, code: 15000, name: "UnknownInternalError" },
 };
 
@@ -90,6 +95,8 @@ export function errorReply(code: ProducerErrorCode, detail: string): ProducerRep
  */
 export function describeCellError(error: CellError, call: ProducerCall): string {
   const { value, bound } = error;
+  // A closed queue never ran the call (an ERR_STORAGE's own words say what its call left behind).
+  if (error.code === "ERR_CELL_CLOSED") return `${error.message}; nothing of this call was written`;
   if (value === undefined || bound === undefined) return error.message;
   switch (error.code) {
     case "ERR_MESSAGE_TOO_LARGE":

@@ -20,7 +20,7 @@ describe("the code table", () => {
       ERR_JSON_MALFORMED: { status: 400, code: 10208, name: "JSONRequestBodyMalformed" },
       ERR_CELL_OVERLOADED: { status: 429, code: 10250, name: "QueueOverloaded" },
       ERR_CELL_CLOSED: { status: 503, code: 15000, name: "UnknownInternalError" },
-      ERR_STORAGE: { status: 500, code: 15000, name: "UnknownInternalError" },
+      ERR_STORAGE: { status: 503, code: 15000, name: "UnknownInternalError" },
       ERR_NO_ROUTE: { status: 404, code: 15000, name: "UnknownInternalError" },
     });
   });
@@ -84,6 +84,10 @@ describe("cell errors in the Worker's terms", () => {
     expect(describeCellError(new CellError("ERR_MESSAGE_TOO_LARGE", "cell text"), "send")).toBe("cell text");
     expect(describeCellError(new CellError("ERR_STORAGE", "the queue cell could not commit: disk full"), "send")).toBe(
       "the queue cell could not commit: disk full",
+    );
+    // A closed queue ran nothing of the call; a storage failure's own words say what it left.
+    expect(describeCellError(new CellError("ERR_CELL_CLOSED", 'queue "q" is closed'), "send")).toBe(
+      'queue "q" is closed; nothing of this call was written',
     );
   });
 });

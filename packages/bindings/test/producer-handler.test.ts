@@ -9,7 +9,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { CellRegistry, ManualClock, QueueCell } from "@celld/queue-cell";
+import type Database from "better-sqlite3";
+import { CellRegistry, ManualClock, QueueCell, SqliteCellStore, type SyncFile } from "@celld/queue-cell";
 import { ProducerHandler, type ProducerBinding, type ProducerRequest } from "../src/producer-handler.ts";
 
 let dir: string;
@@ -168,7 +169,7 @@ describe("finding the cell", () => {
     const closed = new QueueCell({ name: "jobs", path: join(dir, "closed.sqlite"), clock });
     await closed.close();
     const reply = await handler({ getCell: async () => closed }).handle(message("x", { "x-msg-fmt": "text" }));
-    expect([reply.status, reply.statusText]).toEqual([503, 'UnknownInternalError: queue "jobs" is closed (15000)']);
+    expect([reply.status, reply.statusText]).toEqual([503, 'UnknownInternalError: queue "jobs" is closed; nothing of this call was written (15000)']);
   });
 
   test("the cell of another queue is a host bug and is thrown", async () => {
@@ -182,6 +183,40 @@ describe("finding the cell", () => {
     expect(() => handler({ deliveryDelaySeconds: 86_401 })).toThrow(RangeError);
     expect(() => handler({ deliveryDelaySeconds: 1.5 })).toThrow(RangeError);
     expect(() => handler({ deliveryDelaySeconds: 86_400 })).not.toThrow();
+  });
+});
+
+describe("storage failures", () => {
+  /** The cell's SQLite connection (private to its store; reached here only to fill its "disk"). */
+  const connectionOf = (cell: QueueCell): Database.Database => (cell as unknown as { store: { db: Database.Database } }).store.db;
+
+  test("a full disk is a 503 with 15000 saying nothing was sent and that sends resume; they do", async () => {
+    const db = connectionOf(await registry.open("jobs"));
+    // SQLite does not lower the cap below the file's size: a write needing a page more fails as
+    // on a full disk, with SQLITE_FULL.
+    db.pragma("max_page_count = 1");
+    const big = "x".repeat(100_000);
+    const reply = await handler().handle(message(big, { "x-msg-fmt": "text" }));
+    expect([reply.status, reply.statusText]).toEqual([
+      503,
+      "UnknownInternalError: the queue's storage failed: database or disk is full (SQLITE_FULL); nothing of this call was written, " +
+        "and writes resume by themselves once the disk has free space (15000)",
+    ]);
+    db.pragma("max_page_count = 1073741823");
+    expect((await handler().handle(message(big, { "x-msg-fmt": "text" }))).status).toBe(200);
+  });
+
+  test("a failed flush is a 503 saying the message may have been sent and the queue needs a restart", async () => {
+    const syncFile: SyncFile = (_fd, done) => setImmediate(() => done(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" })));
+    const store = new SqliteCellStore(join(dir, "flush.sqlite"), { durability: "full", syncFile });
+    const cell = new QueueCell({ name: "jobs", store, clock });
+    const reply = await handler({ getCell: async () => cell }).handle(message("x", { "x-msg-fmt": "text" }));
+    expect([reply.status, reply.statusText]).toEqual([
+      503,
+      "UnknownInternalError: the queue's storage failed: flushing its log to disk failed (EIO: i/o error, fdatasync); this call may or " +
+        "may not have taken effect, and the queue takes no more writes until celld is restarted (15000)",
+    ]);
+    await cell.close();
   });
 });
 
