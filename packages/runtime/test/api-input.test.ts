@@ -401,6 +401,8 @@ describe("malformed input: a 400 whose JSON names the field", () => {
     ["time impossible date", ":send", { events: [event("a", 1, { time: "2026-02-30T00:00:00Z" })] }, "invalid_argument", "events[0].time"],
     ["subject empty", ":send", { events: [event("a", 1, { subject: "" })] }, "out_of_range", "events[0].subject"],
     ["extension named in camelCase", ":send", { events: [event("a", 1, { dataContentType: "x" })] }, "unknown_field", "events[0].dataContentType"],
+    // JSON.parse makes "__proto__" an own member; copied by assignment it set the prototype and vanished.
+    ["a member named __proto__", ":send", { events: [JSON.parse('{"specversion":"1.0","id":"a","source":"/s","type":"t","__proto__":{"subject":"x"}}')] }, "unknown_field", "events[0].__proto__"],
     ["extension value an object", ":send", { events: [event("a", 1, { traceparent: { a: 1 } })] }, "invalid_argument", "events[0].traceparent"],
     ["extension value a fraction", ":send", { events: [event("a", 1, { weight: 1.5 })] }, "invalid_argument", "events[0].weight"],
     ["data and data_base64", ":send", { events: [event("a", 1, { data_base64: "AA==" })] }, "invalid_argument", "events[0].data_base64"],

@@ -120,6 +120,17 @@ describe("protobuf on send, lease, ack and nack", () => {
     const clash = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [reserved] }), headers: proto });
     expect(clash.json.error).toMatchObject({ code: "invalid_argument", field: "events[0].attributes.id" });
 
+    // Beyond google.protobuf.Timestamp's range, 0001 to 9999, RFC 3339 cannot write it (it was a 500).
+    for (const seconds of [1e15, -62_135_596_801]) {
+      const far = { ...sdkEvent("x", 1), attributes: { time: { ce_timestamp: { seconds, nanos: 0 } } } };
+      const refused = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [far] }), headers: proto });
+      expect(refused.status).toBe(400);
+      expect(refused.json.error).toMatchObject({ code: "invalid_argument", field: "events[0].attributes.time", bound: "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z" });
+    }
+    const edge = { ...sdkEvent("x", 1), attributes: { time: { ce_timestamp: { seconds: 253_402_300_799, nanos: 999_999_999 } } } };
+    await h.createQueue("edge");
+    expect((await h.call("POST", `${h.queuePath("edge")}:send`, { raw: encodeProto("SendRequest", { events: [edge] }), headers: proto })).status).toBe(200);
+
     const noSpec = { ...sdkEvent("x", 1), spec_version: "" };
     expect((await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [noSpec] }), headers: proto })).json.error).toMatchObject({
       field: "events[0].specversion",

@@ -56,8 +56,13 @@ const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
  */
 export function eventFromJson(value: unknown, field: string, dataText?: string): EventEnvelope {
   const obj = expectObject(value, field);
-  const raw: Record<string, unknown> = {};
-  for (const key of Object.keys(obj)) if (key !== "data" && key !== "data_base64") raw[key] = obj[key];
+  // Own properties, not assignments: a member named "__proto__" (JSON.parse makes it an own one)
+  // would otherwise set the prototype and vanish, instead of being refused as an unknown field.
+  const raw: Record<string, unknown> = Object.fromEntries(
+    Object.keys(obj)
+      .filter((key) => key !== "data" && key !== "data_base64")
+      .map((key) => [key, obj[key]]),
+  );
   const attributes = checkAttributes(raw, field);
   const contentType = attributes["datacontenttype"] as string | undefined;
   const hasData = Object.hasOwn(obj, "data");
@@ -100,7 +105,7 @@ export function eventsFromEnvelope(list: readonly unknown[], text: string | unde
 
 /** A protobuf-format CloudEvent, held to the same rules as a JSON one. */
 export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
-  const parts = protoToParts(pb);
+  const parts = protoToParts(pb, field);
   for (const name of ["specversion", "id", "source", "type", "data", "data_base64"]) {
     if (Object.hasOwn(pb.attributes ?? {}, name)) {
       throw new ApiError("invalid_argument", `${field}.attributes must not hold ${name}, which has its own field`, {

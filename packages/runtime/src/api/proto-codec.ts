@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
 import type { AttributeValue, EventEnvelope } from "./cloudevents.ts";
+import { ApiError } from "./errors.ts";
 import { jsonMediaType } from "./media-types.ts";
 import { formatRfc3339, parseRfc3339, type Instant } from "./timestamps.ts";
 
@@ -165,23 +166,31 @@ function attributeToProto(name: string, value: AttributeValue): PbAttributeValue
 }
 
 /** The raw attributes (not yet checked) and data of a decoded protobuf event. */
-export function protoToParts(pb: PbCloudEvent): {
+export function protoToParts(pb: PbCloudEvent, field = ""): {
   attributes: Record<string, unknown>;
   data: { kind: "none" } | { kind: "text"; text: string } | { kind: "bytes"; bytes: Uint8Array };
 } {
-  const attributes: Record<string, unknown> = {
-    specversion: pb.spec_version,
-    id: pb.id === "" ? undefined : pb.id,
-    source: pb.source === "" ? undefined : pb.source,
-    type: pb.type === "" ? undefined : pb.type,
-  };
-  for (const [name, value] of Object.entries(pb.attributes ?? {})) attributes[name] = attributeFromProto(value);
+  // Own properties, not assignments: a map key "__proto__" is refused as an unknown attribute
+  // rather than setting the prototype.
+  const attributes: Record<string, unknown> = Object.fromEntries([
+    ["specversion", pb.spec_version],
+    ["id", pb.id === "" ? undefined : pb.id],
+    ["source", pb.source === "" ? undefined : pb.source],
+    ["type", pb.type === "" ? undefined : pb.type],
+    ...Object.entries(pb.attributes ?? {}).map(([name, value]) => [name, attributeFromProto(`${field}${field === "" ? "" : "."}attributes.${name}`, value)] as const),
+  ]);
   if (pb.data === "binary_data") return { attributes, data: { kind: "bytes", bytes: pb.binary_data ?? new Uint8Array(0) } };
   if (pb.data === "text_data") return { attributes, data: { kind: "text", text: pb.text_data ?? "" } };
   return { attributes, data: { kind: "none" } };
 }
 
-function attributeFromProto(value: PbAttributeValue): unknown {
+/** 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z, in seconds since 1970. */
+const timestampSecondsMin = -62_135_596_800;
+const timestampSecondsMax = 253_402_300_799;
+const timestampBound = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z";
+
+/** `path` names the attribute in errors: `events[0].attributes.time`. */
+function attributeFromProto(path: string, value: PbAttributeValue): unknown {
   switch (value.attr) {
     case "ce_boolean":
       return value.ce_boolean;
@@ -198,7 +207,15 @@ function attributeFromProto(value: PbAttributeValue): unknown {
       return Buffer.from(value.ce_bytes ?? new Uint8Array(0)).toString("base64");
     case "ce_timestamp": {
       const instant = timestampToInstant(value.ce_timestamp);
-      return instant === undefined ? undefined : formatRfc3339(instant);
+      if (instant === undefined) return undefined;
+      // google.protobuf.Timestamp's own range, which RFC 3339 can write: beyond it formatting fails.
+      if (!(instant.seconds >= timestampSecondsMin && instant.seconds <= timestampSecondsMax && instant.nanos >= 0 && instant.nanos < 1e9)) {
+        throw new ApiError("invalid_argument", `${path} must be a timestamp from ${timestampBound}, got seconds ${instant.seconds}, nanos ${instant.nanos}`, {
+          field: path,
+          bound: timestampBound,
+        });
+      }
+      return formatRfc3339(instant);
     }
     default:
       return undefined;
