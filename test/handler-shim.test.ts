@@ -1,5 +1,5 @@
 import { expect, test } from "vitest";
-import { eventually, tidyAfterEach, type RunningHost } from "./host-harness.ts";
+import { logOnceItShows, tidyAfterEach } from "./host-harness.ts";
 
 // The host wraps a Worker's default export to report what its handlers throw. Whatever shape the
 // export has, the Worker must behave as it does in plain workerd: its handlers run on the author's
@@ -11,15 +11,6 @@ const wrangler = (extra = "") => `name = "web"
 main = "index.js"
 compatibility_date = "2025-09-01"
 ${extra}`;
-
-/** The host log once a line matches `pattern`, as one text. */
-function logOnceItShows(running: RunningHost, pattern: RegExp, what: string): Promise<string> {
-  const log = running.log;
-  return eventually(() => {
-    const text = log.lines.join("\n");
-    return pattern.test(text) ? text : undefined;
-  }, what);
-}
 
 test("a class instance as the default export keeps its private fields and state across requests and batches", async () => {
   const p = tidy.project();

@@ -129,3 +129,12 @@ export function tidyAfterEach(): { project: () => Project; runHost: typeof runHo
 export function childProcessesOf(pid: number): Array<{ pid: number; name: string }> {
   return childProcesses(pid).map(({ pid: child, name }) => ({ pid: child, name }));
 }
+
+/** The host log once a line matches `pattern`, as one text. */
+export function logOnceItShows(running: RunningHost, pattern: RegExp, what: string): Promise<string> {
+  const log = running.log;
+  return eventually(() => {
+    const text = log.lines.join("\n");
+    return pattern.test(text) ? text : undefined;
+  }, what);
+}

@@ -3,7 +3,7 @@ import { expect, test } from "vitest";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost } from "../packages/runtime/src/host/host.ts";
 import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
-import { eventually, tidyAfterEach, type RunningHost } from "./host-harness.ts";
+import { logOnceItShows, tidyAfterEach } from "./host-harness.ts";
 
 // workerd prints stack positions in the bundle under the name of the Worker's main file; the host
 // maps them through the bundle's source map, so the log names the file and line the author wrote.
@@ -47,15 +47,6 @@ compatibility_date = "2025-09-01"
 queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
 `;
-
-/** The host log once it holds `pattern`, as one text. */
-function logOnceItShows(running: RunningHost, pattern: RegExp, what: string): Promise<string> {
-  const log = running.log;
-  return eventually(() => {
-    const text = log.lines.join("\n");
-    return pattern.test(text) ? text : undefined;
-  }, what);
-}
 
 test("a fetch() and a queue() handler's stacks name the TypeScript file and line that threw, not the bundle or the shim", async () => {
   const p = tidy.project();

@@ -1,17 +1,9 @@
 import { describe, expect, test } from "vitest";
-import { formatWarnings, parseDeployment, type ParseOptions } from "../src/config/index.ts";
+import { formatWarnings } from "../src/config/index.ts";
 import { arrangeModuleRules, globPattern, ruleFor } from "../src/module-rules.ts";
-import { failure } from "./config-failure.ts";
+import { issuesOf, parseOne } from "./config-failure.ts";
 
-const everyFileExists: ParseOptions = { fileExists: () => true };
-
-function parse(config: Record<string, unknown>) {
-  const text = JSON.stringify({ name: "w", main: "index.js", compatibility_date: "2026-04-01", ...config });
-  return parseDeployment([{ path: "w.json", text }], everyFileExists);
-}
-
-const issuesOf = (config: Record<string, unknown>) =>
-  failure(() => parse(config)).issues.map((i) => `${i.path}: ${i.message}`);
+const parse = parseOne;
 
 describe("define and alias, as wrangler hands them to esbuild", () => {
   test("are read into the model, with no warning", () => {

@@ -1,16 +1,8 @@
 import { describe, expect, test } from "vitest";
-import { formatWarnings, parseDeployment, type ParseOptions } from "../src/config/index.ts";
-import { failure } from "./config-failure.ts";
+import { formatWarnings, parseDeployment } from "../src/config/index.ts";
+import { issuesOf, parseOne } from "./config-failure.ts";
 
-const everyFileExists: ParseOptions = { fileExists: () => true };
-
-function parse(config: Record<string, unknown>) {
-  const text = JSON.stringify({ name: "w", main: "index.js", compatibility_date: "2026-04-01", ...config });
-  return parseDeployment([{ path: "w.json", text }], everyFileExists);
-}
-
-const issuesOf = (config: Record<string, unknown>) =>
-  failure(() => parse(config)).issues.map((i) => `${i.path}: ${i.message}`);
+const parse = parseOne;
 
 describe("migrations decide each Durable Object class's storage, as on Cloudflare", () => {
   test("the latest state wins: created, renamed (keeping its backend), deleted, transferred in", () => {
@@ -124,7 +116,7 @@ describe("warnings about Durable Object storage", () => {
         },
         { path: "other.json", text: JSON.stringify({ name: "other", main: "index.js", compatibility_date: "2026-04-01" }) },
       ],
-      everyFileExists,
+      { fileExists: () => true },
     );
     const why =
       "is a class of this Worker that no migration leaves: it is KV-backed here (ctx.storage.sql throws), as under " +
