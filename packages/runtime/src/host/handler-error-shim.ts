@@ -40,16 +40,34 @@ const what = {
 };
 // workerd waits for a waitUntil() promise and drops its rejection unseen (it is not an unhandled
 // rejection: workerd handles it). The promise is watched, and still handed to workerd as it was.
-// Its rejection is printed once the handler has settled, so that an error the handler also
-// throws is printed as the handler's. (Reflect.set: a context that refused the property would
-// leave the Worker unwatched, not failing.)
-const watchWaitUntil = (ctx, about, settled) => {
+// A rejection is printed once the handler has settled, so that an error the handler also throws
+// is printed as the handler's. This runs for every request: it allocates one small object and the
+// one function workerd needs, no promise. (Reflect.set: a context that refused the property
+// would leave the Worker unwatched, not failing.)
+class Invocation {
+  constructor(h, arg) {
+    this.h = h;
+    this.arg = arg;
+    this.settled = false;
+    this.held = undefined;
+  }
+  about() {
+    return what[this.h](this.arg);
+  }
+  rejected(error) {
+    if (this.settled) reportOnce(\`a ctx.waitUntil() promise of the \${this.about()} rejected\`, error);
+    else (this.held ??= []).push(error);
+  }
+  settle() {
+    this.settled = true;
+    if (this.held !== undefined) for (const error of this.held) this.rejected(error);
+  }
+}
+const watchWaitUntil = (ctx, invocation) => {
   if (ctx === null || typeof ctx !== "object" || typeof ctx.waitUntil !== "function") return;
   const waitUntil = ctx.waitUntil;
   Reflect.set(ctx, "waitUntil", function (promise) {
-    Promise.resolve(promise).catch((error) =>
-      settled.then(() => reportOnce(\`a ctx.waitUntil() promise of the \${about()} rejected\`, error)),
-    );
+    Promise.resolve(promise).catch((error) => invocation.rejected(error));
     return waitUntil.apply(this, arguments);
   });
 };
@@ -63,16 +81,15 @@ const has = (h) =>
 // is the handler's third argument, or a WorkerEntrypoint's this.ctx.
 const reporting = (h, run) =>
   async function (...args) {
-    const about = () => what[h](args[0]);
-    let done;
-    watchWaitUntil(typeof original === "function" ? this.ctx : args[2], about, new Promise((resolve) => (done = resolve)));
+    const invocation = new Invocation(h, args[0]);
+    watchWaitUntil(typeof original === "function" ? this.ctx : args[2], invocation);
     try {
       return await run(this, args);
     } catch (error) {
-      report(\`\${about()} threw\`, error);
+      report(\`\${invocation.about()} threw\`, error);
       throw error;
     } finally {
-      done();
+      invocation.settle();
     }
   };
 let wrapped = original;
@@ -95,6 +112,9 @@ if (typeof original === "function" && handlers.some(has)) {
   // state apart from the author's object; so workerd gets a view of the author's object, whose
   // functions run on that object. The view's target is an empty object, not the author's, so
   // that the handlers of a frozen object can be handed out wrapped.
+  // The functions handed out, made once for each function of the author's object (not at every
+  // read: workerd reads a handler off the export for every request).
+  const handedOut = new Map();
   wrapped = new Proxy({}, {
     getPrototypeOf: () => Object.getPrototypeOf(original),
     has: (_, key) => key in original,
@@ -107,8 +127,13 @@ if (typeof original === "function" && handlers.some(has)) {
     get(_, key) {
       const value = original[key];
       if (typeof value !== "function") return value;
-      const run = (_, args) => value.apply(original, args);
-      return handlers.includes(key) ? reporting(key, run) : (...args) => value.apply(original, args);
+      let given = handedOut.get(key);
+      if (given === undefined || given.value !== value) {
+        const run = (_, args) => value.apply(original, args);
+        given = { value, fn: handlers.includes(key) ? reporting(key, run) : (...args) => value.apply(original, args) };
+        handedOut.set(key, given);
+      }
+      return given.fn;
     },
   });
 }
