@@ -1,4 +1,5 @@
 import {
+  isCellError,
   limits,
   systemClock,
   type Clock,
@@ -259,10 +260,20 @@ export class ConsumerDispatcher {
   private leaseFailed(error: unknown): void {
     this.leaseBackoffMs = nextBackoffMs(this.leaseBackoffMs, leaseFailureBackoffMs);
     this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + this.leaseBackoffMs);
-    this.log.error(
+    this.logFailure(
       `queue "${this.settings.queue}": could not take the next batch from the queue; trying again in ${this.leaseBackoffMs / 1000} s`,
       error,
     );
+  }
+
+  /**
+   * A storage failure (a full disk) is the operator's matter, and its message names the cause: one
+   * line, as the host logs the cell's own, rather than a stack at every retry. Anything else may
+   * be a bug, and keeps its stack.
+   */
+  private logFailure(message: string, error: unknown): void {
+    if (isCellError(error, "ERR_STORAGE")) this.log.error(`${message}: ${error.message}`);
+    else this.log.error(message, error);
   }
 
   private startDelivery(batch: LeasedMessage[]): void {
@@ -452,7 +463,7 @@ export class ConsumerDispatcher {
       // counts as a failed delivery, so a message that keeps failing still reaches max_retries;
       // a release would hand the messages back as never delivered, and is a write to the same
       // storage that has just refused one.
-      this.log.error(
+      this.logFailure(
         `queue "${queue}": the outcome of the queue() handler could not be recorded; its ${batch.length} message(s) ` +
           `stay leased until the lease ends, within ${this.visibilitySeconds} s, and then come back, that delivery counted as failed`,
         error,

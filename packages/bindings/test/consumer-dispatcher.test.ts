@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, onTestFinished, test } from "vitest";
-import { CellError, CellRegistry, ManualClock, type QueueCell } from "@celld/queue-cell";
+import { CellError, CellRegistry, ManualClock, isCellError, type QueueCell } from "@celld/queue-cell";
 import type { QueueHandlerResult } from "../src/batch-outcome.ts";
 import { BatchNotDeliveredError, ConsumerDispatcher, type ConsumerSettings, type QueueInvoker } from "../src/consumer-dispatcher.ts";
 import type { BatchMessage } from "../src/consumer-message.ts";
@@ -200,7 +200,12 @@ function startFailing(cell: QueueCell, invoke: QueueInvoker, settings: Partial<C
     clock,
     settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 10, retryDelaySeconds: 0, wallTimeSeconds: 900, ...settings },
     invoke,
-    log: { info: (message) => infos.push(message), warn: () => {}, error: (message) => errors.push(message) },
+    // A storage failure's line carries its cause, and no error object to print a stack of at every retry.
+    log: {
+      info: (message) => infos.push(message),
+      warn: () => {},
+      error: (message, error) => errors.push(isCellError(error, "ERR_STORAGE") ? `${message} [and its stack]` : message),
+    },
   });
   dispatcher.start();
   return errors;
@@ -418,7 +423,7 @@ test("a settle that fails is logged, not thrown: the consumer goes on, and the b
   expect(unhandled).toEqual([]);
   expect(errors).toEqual([
     'queue "jobs": the outcome of the queue() handler could not be recorded; its 1 message(s) stay leased until the lease ends, ' +
-      "within 960 s, and then come back, that delivery counted as failed",
+      "within 960 s, and then come back, that delivery counted as failed: the queue's storage failed: injected",
   ]);
   expect(await cell.counts()).toMatchObject({ leased: 1, ready: 0 });
   await send(cell, "b");
@@ -441,14 +446,14 @@ test("a lease that fails is logged and tried again after 1 s, doubling, and a le
     return ok();
   });
   await settle();
-  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
   await send(cell, "a");
   clock.advance(999);
   await settle();
   expect(errors).toHaveLength(1);
   clock.advance(1);
   await settle();
-  expect(errors[1]).toBe('queue "jobs": could not take the next batch from the queue; trying again in 2 s');
+  expect(errors[1]).toBe('queue "jobs": could not take the next batch from the queue; trying again in 2 s: the queue\'s storage failed: injected');
   expect(batches).toEqual([]);
   clock.advance(1_999);
   await settle();
@@ -461,7 +466,7 @@ test("a lease that fails is logged and tried again after 1 s, doubling, and a le
   leaseFailures = 1;
   clock.advance(20_000);
   await settle();
-  expect(errors.slice(2)).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  expect(errors.slice(2)).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
   await send(cell, "b");
   clock.advance(1_000);
   await settle();
@@ -493,7 +498,7 @@ test("a batch leased beside one whose lease fails is still run, and the rest fol
   expect(leases).toBeGreaterThanOrEqual(3);
   expect(d.batchesInFlight).toBe(2);
   expect(await cell.counts()).toMatchObject({ leased: 20, ready: 10 });
-  expect(errors).toEqual(['queue "beside": could not take the next batch from the queue; trying again in 1 s']);
+  expect(errors).toEqual(['queue "beside": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
   clock.advance(1_000);
   await settle();
   expect(d.batchesInFlight).toBe(3);
@@ -517,7 +522,7 @@ test("a batch whose filling lease fails goes out with what it holds", async () =
   await send(cell, "a");
   await settle();
   expect(batches).toEqual([["a"]]);
-  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s']);
+  expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
   expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
 });
 
