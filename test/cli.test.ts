@@ -436,6 +436,18 @@ test("--help after a command prints the usage, and --version the versions of cel
   expect(version.output()).toMatch(/^celld \d+\.\d+\.\d+\nworkerd 1\.\d{8}\.\d+ \(compatibility dates up to \d{4}-\d{2}-\d{2}\)\nMiniflare 4\.\d{8}\.\d+\nNode \d+/);
 });
 
+test("celld keys on a data directory whose key store cannot be opened says so in one line, with no stack", async () => {
+  const p = appProject("", echoWorker);
+  const data = join(p.dir, "data");
+  // A directory where the key store's file belongs: SQLite cannot open it, whoever runs the test.
+  mkdirSync(join(data, "api", "keys.sqlite"), { recursive: true });
+  const create = run(["keys", "create", "--org", "o", "--project", "p", "--env", "e", "--scope", "events:read", "--data", data], p.dir);
+  expect(await create.exited).toBe(1);
+  const output = create.output().trim();
+  expect(output).toMatch(new RegExp(`^celld: the data directory ${data.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} cannot be used: writing api/keys\\.sqlite failed: `));
+  expect(output.split("\n")).toHaveLength(1);
+});
+
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {
   const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 `, `export default { async fetch(req, env) { await env.JOBS.send({ order: 7 }); return new Response("queued"); } };`);

@@ -1,8 +1,22 @@
 import { createApiKey, envName, formatApiKeyTable, listApiKeys, revokeApiKey } from "../api/index.ts";
+import { DataDirUnusableError, dataDirUnusable } from "../host/data-dir-lock.ts";
 import type { KeysArgs } from "./args.ts";
 
 /** `celld keys`: API keys for the native queues API. A new key's secret is shown once only. */
 export function keys(args: KeysArgs): number {
+  try {
+    return run(args);
+  } catch (error) {
+    // A data directory whose key store cannot be written or opened (a full disk, a read-only file
+    // system) is the operator's to fix, as with `celld dev`: one line naming it and the cause.
+    const unusable = dataDirUnusable(args.dataDir, `${args.action === "list" ? "reading" : "writing"} api/keys.sqlite`, error);
+    if (!(unusable instanceof DataDirUnusableError)) throw error;
+    console.error(`celld: ${unusable.message}`);
+    return 1;
+  }
+}
+
+function run(args: KeysArgs): number {
   switch (args.action) {
     case "create": {
       const created = createApiKey(args.dataDir, {
