@@ -1,7 +1,7 @@
-import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { closestKey } from "../config/closest-key.ts";
+import { isFile as isFileOnDisk } from "../config/load.ts";
 
 export interface DevArgs {
   configs: string[];
@@ -52,17 +52,13 @@ export interface FoundConfig {
  * higher up beats a wrangler.toml right here: workers-sdk#15663, which its maintainers treat as
  * a bug. celld takes the nearest directory.)
  */
-export function findConfig(cwd: string, isFile: (path: string) => boolean = isRegularFile): FoundConfig | undefined {
+export function findConfig(cwd: string, isFile: (path: string) => boolean = isFileOnDisk): FoundConfig | undefined {
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
     const here = configNames.filter((name) => isFile(join(dir, name)));
     const [chosen, ...passedOver] = here;
     if (chosen !== undefined) return { path: relative(cwd, join(dir, chosen)), passedOver };
     if (dirname(dir) === dir) return undefined;
   }
-}
-
-function isRegularFile(path: string): boolean {
-  return existsSync(path) && statSync(path).isFile();
 }
 
 export interface KeysArgs {

@@ -168,7 +168,8 @@ function byFileOrder(issues: ConfigIssue[], files: RawFile[]): ConfigIssue[] {
   return [...issues].sort((a, b) => (rank.get(a.file) ?? 0) - (rank.get(b.file) ?? 0));
 }
 
-function isFile(path: string): boolean {
+/** Whether `path` is a regular file (not a directory of that name). */
+export function isFile(path: string): boolean {
   return existsSync(path) && statSync(path).isFile();
 }
 
