@@ -10,6 +10,7 @@ import {
   type LeasedMessage,
   type OutgoingMessage,
   type QueueCellOptions,
+  type SyncFile,
 } from "../src/index.ts";
 import { tempDir } from "./temp-dir.ts";
 
@@ -109,4 +110,22 @@ export function sqliteStore(dir: string, name = "observed"): SqliteCellStore {
 /** Lets queued timer callbacks and write-loop groups run. */
 export async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** A flush the test completes by hand, so it can see what waits for the disk. */
+export function heldSync() {
+  const held: Array<(error: Error | null) => void> = [];
+  const syncFile: SyncFile = (_fd, done) => void held.push(done);
+  return {
+    syncFile,
+    get calls() {
+      return held.length;
+    },
+    /** Completes the oldest flush still running. */
+    finish(error: Error | null = null) {
+      const done = held.shift();
+      if (done === undefined) throw new Error("no flush is running");
+      done(error);
+    },
+  };
 }

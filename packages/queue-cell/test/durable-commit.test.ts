@@ -6,26 +6,9 @@ import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } f
 import type { Worker } from "node:worker_threads";
 import { CheckpointFlushError, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
-import { text } from "./cell-harness.ts";
+import { heldSync, text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
 
-/** A flush the test completes by hand, so it can see what waits for the disk. */
-function heldSync() {
-  const held: Array<(error: Error | null) => void> = [];
-  const syncFile: SyncFile = (_fd, done) => void held.push(done);
-  return {
-    syncFile,
-    get calls() {
-      return held.length;
-    },
-    /** Completes the oldest flush still running. */
-    finish(error: Error | null = null) {
-      const done = held.shift();
-      if (done === undefined) throw new Error("no flush is running");
-      done(error);
-    },
-  };
-}
 
 const settled = async (p: Promise<unknown>): Promise<boolean> => {
   let done = false;

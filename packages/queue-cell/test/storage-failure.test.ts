@@ -7,8 +7,8 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
-import { CellError, ManualClock, QueueCell, SqliteCellStore, storageCause, type SyncFile } from "../src/index.ts";
-import { ObservedStore, sqliteStore, text } from "./cell-harness.ts";
+import { CellError, ManualClock, QueueCell, SqliteCellStore, storageCause } from "../src/index.ts";
+import { heldSync, ObservedStore, sqliteStore, text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
 
 const rejection = (p: Promise<unknown>): Promise<CellError> => p.then(
@@ -61,13 +61,12 @@ describe("a commit that fails on a full disk", () => {
 
 describe("a failed flush of the log", () => {
   test("tells the calls it held that they may have taken effect; later calls that nothing was written; both that writes stopped", async () => {
-    const held: Array<(error: Error | null) => void> = [];
-    const syncFile: SyncFile = (_fd, done) => void held.push(done);
-    const store = new SqliteCellStore(join(tempDir(), "q.sqlite"), { durability: "full", syncFile });
+    const sync = heldSync();
+    const store = new SqliteCellStore(join(tempDir(), "q.sqlite"), { durability: "full", syncFile: sync.syncFile });
     const cell = new QueueCell({ name: "jobs", store, clock: new ManualClock() });
     const sent = rejection(cell.send([text("maybe")]));
     await new Promise((resolve) => setImmediate(resolve));
-    held.shift()!(systemError("ENOSPC", "no space left on device, fdatasync"));
+    sync.finish(systemError("ENOSPC", "no space left on device, fdatasync"));
     const first = await sent;
     expect(first.message).toBe(
       "the queue's storage failed: flushing its log to disk failed (ENOSPC: no space left on device, fdatasync); " +
