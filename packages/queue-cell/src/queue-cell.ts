@@ -6,7 +6,7 @@ import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiter
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
-import { callStorageError, storageCause } from "./storage-failure.ts";
+import { callStorageError } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop } from "./write-loop.ts";
 
@@ -837,14 +837,9 @@ export class QueueCell {
           ),
       });
     } catch (error) {
-      // The store's own words (they name the file) when it has them.
-      if (isCellError(error, "ERR_STORAGE")) throw this.callFailed(error, "commit");
-      // SQLite's and the file system's errors carry a code; anything else is a bug and is thrown.
-      if (typeof (error as { code?: unknown }).code !== "string") throw error;
-      const failure = new CellError("ERR_STORAGE", `the queue's storage failed: its file could not be opened (${storageCause(error).detail})`, {
-        cause: error,
-      });
-      throw this.callFailed(failure, "commit");
+      // The store reports SQLite's and the file system's failures as ERR_STORAGE naming the file;
+      // anything else is a bug and is thrown as it is.
+      throw isCellError(error, "ERR_STORAGE") ? this.callFailed(error, "commit") : error;
     }
   }
 

@@ -154,7 +154,7 @@ export class SqliteCellStore implements CellStore {
     try {
       this.db = new Database(path);
     } catch (error) {
-      throw storageError(error, `opening ${path}`);
+      throw storageError(error, `opening ${path}`, { systemErrors: true });
     }
     try {
       this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
@@ -209,7 +209,7 @@ export class SqliteCellStore implements CellStore {
       } catch {
         // The open's own error is the one to report.
       }
-      throw this.checkpointFlushFailure ?? storageError(error, `opening ${path}`);
+      throw this.checkpointFlushFailure ?? storageError(error, `opening ${path}`, { systemErrors: true });
     }
   }
 
@@ -874,9 +874,24 @@ function flushFailedError(error: unknown): CellError {
   );
 }
 
-/** SQLite's own failures as ERR_STORAGE (retryable); anything else unchanged. */
-function storageError(error: unknown, doing?: string): unknown {
-  if (!(error instanceof Database.SqliteError)) return error;
+/**
+ * SQLite's own failures as ERR_STORAGE (retryable), and with `systemErrors` the file system's too
+ * (opening the log's handle, the WAL index); anything else unchanged. A transaction's `fn` may
+ * throw errors of its own with codes, so only opening asks for the file system's.
+ */
+function storageError(error: unknown, doing?: string, options: { systemErrors?: boolean } = {}): unknown {
   const what = doing === undefined ? "" : ` ${doing}:`;
-  return new CellError("ERR_STORAGE", `the queue's storage failed:${what} ${error.message} (${error.code})`, { cause: error });
+  if (error instanceof Database.SqliteError) {
+    return new CellError("ERR_STORAGE", `the queue's storage failed:${what} ${error.message} (${error.code})`, { cause: error });
+  }
+  if (options.systemErrors === true && isSystemError(error)) {
+    // Node's message starts with the code already: "ENOENT: no such file or directory, open '…'".
+    return new CellError("ERR_STORAGE", `the queue's storage failed:${what} ${error.message}`, { cause: error });
+  }
+  return error;
+}
+
+/** A failed system call, as Node reports one (fs, with an errno code and the call's name). */
+function isSystemError(error: unknown): error is Error & { code: string; syscall: string } {
+  return error instanceof Error && typeof (error as { code?: unknown }).code === "string" && typeof (error as { syscall?: unknown }).syscall === "string";
 }
