@@ -234,3 +234,28 @@ queues.consumers = [{ queue = "other" }]
   // The Worker that has one is not named.
   expect(h.log.lines.filter((l) => l.includes("has no queue() handler"))).toHaveLength(1);
 });
+
+test("a Worker's send refused by a full disk fails in the Worker and is logged by the host, once a minute per queue and cause", async () => {
+  const { p, config } = app("");
+  const h = await start(config, p.dataDir);
+  // The cell's SQLite connection, private to its store: SQLite does not lower the cap below the
+  // file's size, so a write needing a page more fails as on a full disk, with SQLITE_FULL.
+  const db = ((await h.cell("jobs")) as unknown as { store: { db: { pragma(text: string): unknown } } }).store.db;
+  db.pragma("max_page_count = 1");
+  const sendBig = () => h.fetch("/send", { method: "POST", body: JSON.stringify({ body: "x".repeat(100_000), options: { contentType: "text" } }) });
+  const refusals = () => h.log.lines.filter((line) => line.includes("a Worker's send was refused"));
+
+  for (let i = 0; i < 3; i++) expect((await sendBig()).status).toBe(500);
+  expect(h.log.lines.some((line) => line.includes("the queue's storage failed: database or disk is full (SQLITE_FULL)"))).toBe(true);
+  const line = `error: a Worker's send was refused: queue "jobs": storage failed (SQLITE_FULL: database or disk is full); its writes are refused until the disk has free space`;
+  expect(refusals()).toEqual([line]);
+
+  const firstAt = new Date(h.clock.now()).toISOString();
+  h.clock.advance(60_000);
+  expect((await sendBig()).status).toBe(500);
+  expect(refusals()).toEqual([line, `${line} (2 more like it since ${firstAt})`]);
+
+  db.pragma("max_page_count = 1073741823");
+  expect((await sendBig()).status).toBe(200);
+  expect(refusals()).toHaveLength(2);
+});

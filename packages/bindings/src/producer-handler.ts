@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isCellError, limits, type BacklogMetrics, type QueueCell, type SendOptions } from "@celld/queue-cell";
+import { isCellError, limits, type BacklogMetrics, type CellError, type QueueCell, type SendOptions } from "@celld/queue-cell";
 import { exactBytes, parseBatchRequest } from "./batch-request.ts";
 import {
   ProtocolError,
@@ -19,6 +19,12 @@ export interface ProducerBinding {
   deliveryDelaySeconds?: number;
   /** The queue's cell, open. Called per request, so a cell closed while idle is opened again. */
   getCell: () => Promise<QueueCell>;
+  /**
+   * Told of each call the cell refused because its storage failed (a full disk, a failed flush).
+   * The Worker gets the error too, but a full disk is the operator's to fix, and a Worker may not
+   * log what its `send()` threw.
+   */
+  onStorageFailure?: (error: CellError) => void;
 }
 
 /** One request from workerd's queue binding, read whole. Header names are lower case. */
@@ -74,8 +80,9 @@ export class ProducerHandler {
       }
     } catch (error) {
       if (error instanceof ProtocolError) return errorReply(error.code, error.message);
-      if (isCellError(error)) return errorReply(error.code, describeCellError(error, call));
-      throw error;
+      if (!isCellError(error)) throw error;
+      if (error.code === "ERR_STORAGE") this.binding.onStorageFailure?.(error);
+      return errorReply(error.code, describeCellError(error, call));
     }
   }
 

@@ -206,6 +206,19 @@ describe("storage failures", () => {
     expect((await handler().handle(message(big, { "x-msg-fmt": "text" }))).status).toBe(200);
   });
 
+  test("onStorageFailure is told of each call refused on storage, and of no other refusal", async () => {
+    const told: string[] = [];
+    const h = handler({ onStorageFailure: (error) => told.push(`${error.code} ${error.storage?.queue} ${error.storage?.cause}`) });
+    const db = connectionOf(await registry.open("jobs"));
+    db.pragma("max_page_count = 1");
+    expect((await h.handle(message("x".repeat(100_000), { "x-msg-fmt": "text" }))).status).toBe(503);
+    expect((await h.handle(message("x".repeat(100_000), { "x-msg-fmt": "text" }))).status).toBe(503);
+    db.pragma("max_page_count = 1073741823");
+    expect((await h.handle(message("x", { "x-msg-fmt": "rtf" }))).status).toBe(400);
+    expect((await h.handle(message("x".repeat(200_000), { "x-msg-fmt": "text" }))).status).toBe(413);
+    expect(told).toEqual(["ERR_STORAGE jobs disk-full", "ERR_STORAGE jobs disk-full"]);
+  });
+
   test("a failed flush is a 503 saying the message may have been sent and the queue needs a restart", async () => {
     const syncFile: SyncFile = (_fd, done) => setImmediate(() => done(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" })));
     const store = new SqliteCellStore(join(dir, "flush.sqlite"), { durability: "full", syncFile });

@@ -8,7 +8,7 @@ import type Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { CellError, ManualClock, type QueueCell, type StorageFailure } from "@celld/queue-cell";
 import { apiLimits } from "../src/api/index.ts";
-import { StorageFailureLog } from "../src/api/storage-failure-log.ts";
+import { StorageFailureLog } from "../src/storage-failure-log.ts";
 import { apiHarness, event, testEnv } from "./api-harness.ts";
 
 /** The cell's SQLite connection (private to its store; reached here only to fill its "disk"). */

@@ -26,7 +26,7 @@ import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
-import { StorageFailureLog, storageFailuresIn } from "./storage-failure-log.ts";
+import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
 import { Router, type ApiDeps, type Route } from "./router.ts";
 
 export interface ApiServerTimeouts {

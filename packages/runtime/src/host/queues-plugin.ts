@@ -6,6 +6,7 @@ import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import { ProducerServer } from "../producer-server.ts";
 import { SocketDir } from "../socket-dir.ts";
+import { StorageFailureLog, storageFailureLogWindowMs } from "../storage-failure-log.ts";
 import type { HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
 import { QueueDispatchClient } from "./queue-dispatch-client.ts";
@@ -48,9 +49,14 @@ export class QueuesPlugin implements HostPlugin {
   private producerServer: ProducerServer | undefined;
   /** Where the dispatch Worker's Unix socket goes; undefined: it listens on loopback TCP. */
   private dispatchSocketDir: SocketDir | undefined;
+  /** Storage failures behind Workers' refused sends, told to the operator once a minute per queue and cause. */
+  private readonly producerStorageLog: StorageFailureLog;
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
+    this.producerStorageLog = new StorageFailureLog(options.clock, storageFailureLogWindowMs, (line) =>
+      options.log.error(`a Worker's send was refused: ${line}`),
+    );
   }
 
   /**
@@ -95,6 +101,7 @@ export class QueuesPlugin implements HostPlugin {
           queue: producer.queue,
           deliveryDelaySeconds: producer.deliveryDelaySeconds,
           getCell: () => registry.open(producer.queue),
+          onStorageFailure: (error) => this.producerStorageLog.report(error),
         }),
       this.producerServer,
       Object.fromEntries(worker.services.map((s) => [s.binding, s.service])),

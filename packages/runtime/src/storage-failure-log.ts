@@ -1,5 +1,8 @@
 import { isCellError, type CellError, type Clock } from "@celld/queue-cell";
 
+/** A storage failure is logged once per queue and cause in this long, however many calls it refuses. */
+export const storageFailureLogWindowMs = 60_000;
+
 interface Reported {
   /** When the last line for this queue and cause was written. */
   atMs: number;
@@ -8,10 +11,10 @@ interface Reported {
 }
 
 /**
- * Tells the operator of the storage failures behind the API's 503s, which are theirs to fix (a
- * full disk, a failing device): once per queue and cause within `windowMs`, however many calls
- * the failure refuses (a full disk refuses every send, hundreds a second), and the next line
- * counts the ones it did not repeat.
+ * Tells the operator of the storage failures behind refused calls (the API's 503s, a Worker's
+ * `send()` rejected), which are theirs to fix (a full disk, a failing device): once per queue and
+ * cause within `windowMs`, however many calls the failure refuses (a full disk refuses every
+ * send, hundreds a second), and the next line counts the ones it did not repeat.
  */
 export class StorageFailureLog {
   private readonly reported = new Map<string, Reported>();
