@@ -6,11 +6,12 @@
 import { createHash } from "node:crypto";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { dispatchKeyBinding, dispatchKeyHeader, encodeBatch } from "@celld/bindings";
 import { limits } from "@celld/queue-cell";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { QueueDispatchClient } from "../packages/runtime/src/host/queue-dispatch-client.ts";
-import { consumerBindings, queueDispatchSocketName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
+import { consumerBindings, queueDispatchSocketName, queueDispatchWorkerName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
 import { eventually, project, runHost, type RunningHost } from "./host-harness.ts";
 
 // Reports what queue() was given, per batch: a SHA-256 of each body stands in for its bytes.
@@ -102,20 +103,22 @@ test("the dispatch Worker listens on a Unix socket in <data>/run, which only thi
 
 test("a frame the Worker cannot run is refused, and the client throws what it said", async () => {
   const socketPath = join(p.dataDir, "run", queueDispatchSocketName);
+  const key = await dispatchKey();
+  const headers = { [dispatchKeyHeader]: key };
   const agent = new Agent({ connect: { socketPath } });
   try {
     const url = "http://localhost/";
-    const get = await request(url, { dispatcher: agent });
+    const get = await request(url, { headers, dispatcher: agent });
     await get.body.dump();
     expect(get.statusCode).toBe(405);
-    const garbage = await request(url, { method: "POST", body: new Uint8Array([0, 0, 0, 9, 1]), dispatcher: agent });
+    const garbage = await request(url, { method: "POST", headers, body: new Uint8Array([0, 0, 0, 9, 1]), dispatcher: agent });
     expect(garbage.statusCode).toBe(400);
     expect(await garbage.body.text()).toMatch(/^batch frame: the header length says 9 bytes but 1 follow/);
   } finally {
     await agent.close();
   }
 
-  const client = new QueueDispatchClient({ socketPath });
+  const client = new QueueDispatchClient({ socketPath }, key);
   try {
     const message = { id: "m", sentAt: 1, deliveries: 1, contentType: "bytes", body: new Uint8Array([104]) };
     const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
@@ -129,3 +132,46 @@ test("a frame the Worker cannot run is refused, and the client throws what it sa
     await client.close();
   }
 });
+
+test("Miniflare's entry socket, open to every local process, cannot run a batch through the dispatch Worker", async () => {
+  // The entry socket routes a request to any Worker named in MF-Route-Override, the dispatch
+  // Worker included; it listens on loopback TCP, which every local user can reach.
+  const entry = await h.host.miniflare.ready;
+  const message = { id: "forged", sentAt: 1, deliveries: 1, contentType: "bytes", body: new Uint8Array([104]) };
+  const frame = encodeBatch({
+    binding: consumerBindings(["app"]).get("app")!,
+    queue: "raw",
+    metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } },
+    messages: [message],
+  });
+  const before = ((await (await h.fetch("/")).json()) as SeenBatch[]).length;
+  const forged = await request(new URL("/", entry), {
+    method: "POST",
+    headers: { "MF-Route-Override": queueDispatchWorkerName },
+    body: frame,
+  });
+  const text = await forged.body.text();
+  expect(forged.statusCode, text).toBe(403);
+  // A wrong key is refused alike, on the host's own socket too.
+  const agent = new Agent({ connect: { socketPath: join(p.dataDir, "run", queueDispatchSocketName) } });
+  try {
+    const wrong = await request("http://localhost/", {
+      method: "POST",
+      headers: { [dispatchKeyHeader]: "0".repeat((await dispatchKey()).length) },
+      body: frame,
+      dispatcher: agent,
+    });
+    await wrong.body.dump();
+    expect(wrong.statusCode).toBe(403);
+  } finally {
+    await agent.close();
+  }
+  const seen = (await (await h.fetch("/")).json()) as SeenBatch[];
+  expect(seen.length).toBe(before);
+});
+
+/** The key the host gave the dispatch Worker, read back through Miniflare as only its owner can. */
+async function dispatchKey(): Promise<string> {
+  const bindings = await h.host.miniflare.getBindings<Record<string, string>>(queueDispatchWorkerName);
+  return bindings[dispatchKeyBinding]!;
+}

@@ -33,6 +33,15 @@ export interface BatchFrame {
   messages: readonly BatchMessage[];
 }
 
+/**
+ * The dispatch Worker runs whatever batch a request carries, and Miniflare's entry socket (loopback
+ * TCP, open to every local process) routes any request naming it in MF-Route-Override to it, past
+ * the private Unix socket the host uses. So each request carries a key the host made at start and
+ * gave the Worker as the text binding `dispatchKeyBinding`; a request without it is refused.
+ */
+export const dispatchKeyHeader = "x-celld-dispatch-key";
+export const dispatchKeyBinding = "CELLD_DISPATCH_KEY";
+
 /** A frame that breaks the format: refused by the encoder (a host bug) and by the decoder. */
 export class BatchFrameError extends Error {
   override readonly name = "BatchFrameError";

@@ -8,7 +8,7 @@ export {
 export { cloudflareErrors, errorReply, describeCellError, type ProducerErrorCode } from "./cloudflare-errors.ts";
 export { resolveBatchOutcome, type QueueHandlerResult, type BatchSettlement } from "./batch-outcome.ts";
 export { toConsumerMessage, type ConsumerMessage, type BatchMessage, type BatchMetadata } from "./consumer-message.ts";
-export { encodeBatch, BatchFrameError, type BatchFrame } from "./batch-wire.ts";
+export { encodeBatch, BatchFrameError, dispatchKeyBinding, dispatchKeyHeader, type BatchFrame } from "./batch-wire.ts";
 export { queueDispatchWorkerEntry } from "./queue-dispatch-entry.ts";
 export {
   BatchNotDeliveredError,

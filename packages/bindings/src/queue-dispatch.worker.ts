@@ -12,14 +12,24 @@
  * Worker-side code: it imports nothing from Node (the host bundles it with the two files it
  * imports) and typechecks against @cloudflare/workers-types (tsconfig.worker.json).
  */
-import { BatchFrameError, decodeBatch } from "./batch-wire.ts";
+import { BatchFrameError, decodeBatch, dispatchKeyBinding, dispatchKeyHeader } from "./batch-wire.ts";
 import { toConsumerMessage } from "./consumer-message.ts";
 
-/** Only the host's service bindings, one per consumer Worker. */
-type Env = Record<string, Fetcher>;
+/** The host's service bindings, one per consumer Worker, and the key its requests carry. */
+type Env = Record<string, Fetcher> & { [dispatchKeyBinding]: string };
+
+const encoder = new TextEncoder();
+
+/** Whether the request carries the host's key (batch-wire.ts says why), compared in constant time. */
+function fromHost(request: Request, env: Env): boolean {
+  const given = encoder.encode(request.headers.get(dispatchKeyHeader) ?? "");
+  const expected = encoder.encode(env[dispatchKeyBinding]);
+  return given.byteLength === expected.byteLength && crypto.subtle.timingSafeEqual(given, expected);
+}
 
 export default {
   async fetch(request, env): Promise<Response> {
+    if (!fromHost(request, env)) return new Response("only the celld host may run batches here", { status: 403 });
     if (request.method !== "POST") return new Response("POST one batch frame", { status: 405 });
     let frame;
     try {
@@ -29,10 +39,10 @@ export default {
       throw error;
     }
     // Own properties only: a frame naming "toString" must not reach Object.prototype.
-    if (!Object.hasOwn(env, frame.binding)) {
+    if (!Object.hasOwn(env, frame.binding) || frame.binding === dispatchKeyBinding) {
       return new Response(`no consumer Worker is bound as "${frame.binding}"`, { status: 400 });
     }
-    const consumer = env[frame.binding]!;
+    const consumer = env[frame.binding] as Fetcher;
     let result: FetcherQueueResult;
     try {
       result = await consumer.queue(frame.queue, frame.messages.map(toConsumerMessage), frame.metadata);

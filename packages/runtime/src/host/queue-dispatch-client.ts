@@ -1,4 +1,4 @@
-import { BatchNotDeliveredError, encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
+import { BatchNotDeliveredError, dispatchKeyHeader, encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
 import { Pool, type Dispatcher } from "undici";
 
 /** Errors of a connection that was never made: the batch cannot have reached workerd. */
@@ -14,7 +14,11 @@ export type QueueDispatchTarget = { socketPath: string } | URL;
 export class QueueDispatchClient {
   private readonly pool: Pool;
 
-  constructor(target: QueueDispatchTarget) {
+  /** `key`: the one the dispatch Worker was given (queueDispatchWorkerOptions); it refuses others. */
+  constructor(
+    target: QueueDispatchTarget,
+    private readonly key: string,
+  ) {
     const unix = !(target instanceof URL);
     // Over a Unix socket the origin only fills the Host header.
     this.pool = new Pool(unix ? "http://localhost" : target.origin, {
@@ -40,7 +44,7 @@ export class QueueDispatchClient {
         response = await this.pool.request({
           method: "POST",
           path: "/",
-          headers: { "content-type": "application/octet-stream" },
+          headers: { "content-type": "application/octet-stream", [dispatchKeyHeader]: this.key },
           body: encodeBatch({ binding, queue, metadata, messages }),
           // With no timeouts of its own (above), only the dispatcher giving up ends a request
           // whose handler never answers, and frees its connection.

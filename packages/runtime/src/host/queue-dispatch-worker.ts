@@ -1,5 +1,5 @@
 import { existsSync, statSync } from "node:fs";
-import { queueDispatchWorkerEntry } from "@celld/bindings";
+import { dispatchKeyBinding, queueDispatchWorkerEntry } from "@celld/bindings";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
 import { reservedWorkerNamePrefix } from "../config/index.ts";
@@ -29,10 +29,11 @@ export const queueDispatchSocketName = "queue-dispatch:0";
 /**
  * Miniflare options for the dispatch Worker, bound to every consumer Worker in `bindings`, with
  * its socket at `socketPath` (a Unix socket), or without one (no Unix sockets here) on a free
- * loopback port.
+ * loopback port. It runs only requests that carry `key` (see dispatchKeyHeader in bindings).
  */
 export async function queueDispatchWorkerOptions(
   bindings: ReadonlyMap<string, string>,
+  key: string,
   socketPath?: string,
 ): Promise<WorkerOptions> {
   return {
@@ -45,10 +46,12 @@ export async function queueDispatchWorkerOptions(
     // broker sets it too).
     compatibilityFlags: ["service_binding_extra_handlers"],
     serviceBindings: Object.fromEntries([...bindings].map(([worker, binding]) => [binding, worker])),
+    bindings: { [dispatchKeyBinding]: key },
     // Node reaches it straight through this socket. It runs any consumer's queue() handler with
     // whatever messages a request carries, so only the host may reach it: a Unix socket in a
     // directory only this user can enter, where a loopback port would be open to every local
-    // process. The socket also costs less CPU per batch than loopback TCP.
+    // process. The socket also costs less CPU per batch than loopback TCP. Miniflare's entry
+    // socket still routes to this Worker by name, hence the key as well.
     unsafeDirectSockets: [socketPath === undefined ? { host: "127.0.0.1", port: 0 } : unixDirectSocket(socketPath)],
   };
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ConsumerDispatcher, InFlightBudget, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
@@ -51,6 +52,8 @@ export class QueuesPlugin implements HostPlugin {
   private dispatchSocketDir: SocketDir | undefined;
   /** Storage failures behind Workers' refused sends, told to the operator once a minute per queue and cause. */
   private readonly producerStorageLog: StorageFailureLog;
+  /** What the host's requests to the dispatch Worker carry; any other caller is refused. */
+  private readonly dispatchKey = randomBytes(32).toString("hex");
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
@@ -111,7 +114,9 @@ export class QueuesPlugin implements HostPlugin {
 
   async extraWorkers(): Promise<WorkerOptions[]> {
     if (this.bindings.size === 0) return [];
-    return [await queueDispatchWorkerOptions(this.bindings, this.dispatchSocketDir?.socketPath(queueDispatchSocketName))];
+    return [
+      await queueDispatchWorkerOptions(this.bindings, this.dispatchKey, this.dispatchSocketDir?.socketPath(queueDispatchSocketName)),
+    ];
   }
 
   async start(context: PluginStartContext): Promise<void> {
@@ -121,6 +126,7 @@ export class QueuesPlugin implements HostPlugin {
       this.dispatchSocketDir === undefined
         ? await context.directUrl(queueDispatchWorkerName)
         : { socketPath: unixDirectSocketListening(this.dispatchSocketDir.socketPath(queueDispatchSocketName)) },
+      this.dispatchKey,
     );
     this.client = client;
     // One budget for all consumers: they share this host's memory.
