@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { QueueConfig } from "./cell-config.ts";
@@ -10,7 +10,7 @@ import { QueueCell } from "./queue-cell.ts";
 import type { Durability } from "./sqlite-store.ts";
 
 export interface CellRegistryOptions {
-  /** Cells live in `<dataDir>/cells/`, one SQLite file each. */
+  /** Cells live in `<dataDir>/cells/` (mode 0700), one SQLite file each. */
   dataDir: string;
   clock?: Clock;
   durability?: Durability;
@@ -40,7 +40,10 @@ export class CellRegistry {
   constructor(private readonly options: CellRegistryOptions) {
     this.dir = join(options.dataDir, "cells");
     this.clock = options.clock ?? systemClock;
-    mkdirSync(this.dir, { recursive: true });
+    // Every queue's messages are in here: no other local user may read them. The directory is the
+    // registry's alone, so one an older version left open to others is closed as well.
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    chmodSync(this.dir, 0o700);
     if (options.idleCloseMs !== undefined) this.armIdleSweep(options.idleCloseMs);
   }
 

@@ -1,4 +1,5 @@
-import { existsSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { CellRegistry, ManualClock } from "../src/index.ts";
 import { settle, text } from "./cell-harness.ts";
@@ -122,4 +123,18 @@ test("while drop removes a queue's files, a dead-letter move cannot open it", as
   expect(await registry.openExisting("dlq")).toBeUndefined();
   expect(existsSync(registry.pathOf("dlq"))).toBe(false);
   expect(registry.openNames()).toEqual([]);
+});
+
+test("the cells directory is made for this user alone: a queue's messages are no other local user's to read", async () => {
+  const registry = new CellRegistry({ dataDir: join(tempDir(), "data"), durability: "off" });
+  const cell = await registry.open("q");
+  expect(statSync(dirname(registry.pathOf("q"))).mode & 0o777).toBe(0o700);
+  await cell.send([text("private")]);
+  await registry.closeAll();
+  // One an older celld made open to all is closed to others too: celld alone keeps files there.
+  const older = tempDir();
+  mkdirSync(join(older, "cells"), { mode: 0o755 });
+  chmodSync(join(older, "cells"), 0o755);
+  new CellRegistry({ dataDir: older, durability: "off" });
+  expect(statSync(join(older, "cells")).mode & 0o777).toBe(0o700);
 });

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
@@ -133,4 +133,10 @@ test("a full disk, a read-only file system and a denied permission are named as 
     "the data directory /srv/celld cannot be used: writing celld.lock failed: its file system is read-only (EROFS: read-only file system, open); pass a writable --data",
     "the data directory /srv/celld cannot be used: writing celld.lock failed: permission denied (EACCES: permission denied, open); let this user write there, or pass another --data",
   ]);
+});
+
+test("a data directory the lock creates is this user's alone (0700): it holds every queue's messages", () => {
+  const dir = join(dataDir(), "new", "data");
+  lockDataDir(dir)();
+  expect(statSync(dir).mode & 0o777).toBe(0o700);
 });

@@ -85,7 +85,9 @@ const heldClaims = new Set<Database.Database>();
  */
 export function lockDataDir(dataDir: string): () => void {
   try {
-    mkdirSync(dataDir, { recursive: true });
+    // It holds every queue's messages and the Workers' storage: no other local user's to read.
+    // One that exists keeps its mode, which is its owner's choice.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   } catch (error) {
     throw dataDirUnusable(dataDir, "creating it", error);
   }
