@@ -2,7 +2,7 @@ import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
 import { apiLimits } from "../src/api/index.ts";
-import { apiHarness, event, testEnv } from "./api-harness.ts";
+import { apiHarness, event, eventually, testEnv } from "./api-harness.ts";
 
 type Harness = Awaited<ReturnType<typeof apiHarness>>;
 
@@ -591,4 +591,37 @@ describe("slow clients time out", () => {
     expect(text.startsWith("HTTP/1.1 408")).toBe(true);
     expect((await h.call("GET", h.queuePath("jobs"))).json.counts.ready).toBe(0);
   });
+
+  it("a client that stops reading its answer has the connection closed, and the answer dropped", async () => {
+    // Otherwise each such connection held its answer in memory for as long as the client liked:
+    // one key's unread leases of 100 large messages took about 16 MB each, without bound.
+    const h = await apiHarness({ timeouts: { socketIdleMs: 100 } });
+    await h.createQueue("big");
+    const data = "x".repeat(limits.messageBytesMax - 1_000);
+    for (let i = 0; i < 100; i++) {
+      const sent = await h.call("POST", `${h.queuePath("big")}:send`, { body: { events: [event(`e${i}`, data)] } });
+      expect(sent.status).toBe(200);
+    }
+    const { port, hostname } = new URL(h.server.url);
+    const body = JSON.stringify({ max_messages: 100 });
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(
+        `POST /v1/${testEnv}/queues/big:lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${h.defaultKey}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+    });
+    // Reads nothing while the answer (about 13 MB, more than the kernel buffers hold) is written.
+    socket.pause();
+    await eventually(async () => (await h.call("GET", h.queuePath("big"))).json.counts.leased === 100);
+    // The idle bound is Node's socket timer, on real time: give it several of its windows.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    let received = 0;
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    socket.on("data", (chunk: Buffer) => (received += chunk.byteLength));
+    socket.on("error", () => {});
+    socket.resume();
+    // Before, the whole answer came and the connection stayed open for the next request.
+    await closed;
+    expect(received).toBeLessThan(100 * (limits.messageBytesMax - 1_000));
+  }, 15_000);
 });

@@ -72,6 +72,13 @@ export const apiLimits = {
    */
   refusedBodyDrainBytesMax: sendBodyBytesMax * 8,
   refusedBodyDrainMs: 10_000,
+  /**
+   * A connection on which nothing moves for this long is closed: above all one whose client has
+   * stopped reading its answer, which Node would otherwise hold in memory for as long as the
+   * connection lasts (a lease or dead-letter page of 100 large messages is about 16 MB). It is
+   * longer than a long poll's wait plus room for a slow commit, the only silence a request has.
+   */
+  socketIdleTimeoutMs: limits.leaseWaitSecondsMax * 1000 + 40_000,
 } as const;
 
 export type ApiLimits = typeof apiLimits;

@@ -36,6 +36,8 @@ export interface ApiServerTimeouts {
   checkIntervalMs: number;
   /** How long a refused, unread body is read and dropped before the connection closes. */
   refusedBodyDrainMs: number;
+  /** A connection on which nothing moves this long (a client not reading its answer) is closed. */
+  socketIdleMs: number;
 }
 
 export interface ApiServerOptions {
@@ -92,6 +94,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     keepAliveMs: apiLimits.keepAliveTimeoutMs,
     checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
     refusedBodyDrainMs: apiLimits.refusedBodyDrainMs,
+    socketIdleMs: apiLimits.socketIdleTimeoutMs,
     ...options.timeouts,
   };
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
@@ -114,6 +117,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       void handling.finally(() => inflight.delete(handling));
     },
   );
+  // With no listener for "timeout", Node destroys the socket: the answer it held is dropped, and a
+  // lease's afterWrite hands back the messages it carried.
+  server.setTimeout(timeouts.socketIdleMs);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
