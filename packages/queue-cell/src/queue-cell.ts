@@ -151,6 +151,15 @@ export class QueueCell {
   private producerCallsInFlight = 0;
   /** Time never goes back inside a cell, so entry times rise with seq (retention relies on it). */
   private lastNowMs: number;
+  /**
+   * How far the cell's time runs ahead of its clock's, once the clock has stood behind a time the
+   * cell already used (a restart with a slow clock, a clock set back by hand). Time then goes on
+   * from there at the clock's pace: held until the clock caught up, no delay would end, no lease
+   * expire and no long poll answer for as long as the clock was behind. Only ever grows.
+   */
+  private clockAheadMs = 0;
+  /** The clock in the cell's time: what its timers and long-poll deadlines are given. */
+  private readonly cellClock: Clock;
   private readyChanged = false;
   private movingAdded = false;
   private cancelTimer: (() => void) | undefined;
@@ -192,6 +201,10 @@ export class QueueCell {
       throw error;
     }
     this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
+    this.cellClock = {
+      now: () => this.now(),
+      schedule: (atMs, fn) => this.clock.schedule(atMs - this.clockAheadMs, fn),
+    };
     this.loop = new WriteLoop({
       transaction: (fn) => {
         try {
@@ -208,13 +221,14 @@ export class QueueCell {
       durable: () => this.store.durable()?.catch((error: unknown) => Promise.reject(this.callFailed(error, "flush"))),
       now: () => this.now(),
       beforeGroup: (nowMs) => {
-        this.lastActivityMs = nowMs;
+        // In the clock's time, as the registry that closes idle cells reads it.
+        this.lastActivityMs = nowMs - this.clockAheadMs;
         this.maintain(nowMs);
       },
       endOfGroup: (nowMs) => this.serveInGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
-    this.waiters = new LeaseWaiters(this.clock, () => this.serveWaiters());
+    this.waiters = new LeaseWaiters(this.cellClock, () => this.serveWaiters());
     try {
       this.store.transaction(() => {
         this.store.setMeta("config", JSON.stringify(this.config));
@@ -590,8 +604,12 @@ export class QueueCell {
   // ---- inside the write loop ----
 
   private now(): number {
-    const now = this.clock.now();
-    if (now > this.lastNowMs) this.lastNowMs = now;
+    const now = this.clock.now() + this.clockAheadMs;
+    if (now >= this.lastNowMs) {
+      this.lastNowMs = now;
+    } else {
+      this.clockAheadMs += this.lastNowMs - now;
+    }
     return this.lastNowMs;
   }
 
@@ -726,7 +744,7 @@ export class QueueCell {
     this.cancelTimer = undefined;
     this.timerAtMs = at;
     if (at === undefined) return;
-    this.cancelTimer = this.clock.schedule(at, () => {
+    this.cancelTimer = this.cellClock.schedule(at, () => {
       this.cancelTimer = undefined;
       this.timerAtMs = undefined;
       void this.tick().catch((error: unknown) =>
