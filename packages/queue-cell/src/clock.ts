@@ -13,16 +13,28 @@ export interface Clock {
 // setTimeout holds at most a signed 32-bit delay; longer waits are re-armed.
 const timerDelayMsMax = 2 ** 31 - 1;
 
+/**
+ * The wall clock when the process started, moved on by the monotonic clock since. A step of the
+ * wall clock while celld runs (an NTP step, a clock set by hand, a VM resumed and corrected) does
+ * not move it: read from Date.now, a step back of an hour held every lease, delay and long poll an
+ * hour longer (the cell never lets its time go back), and a step forward of four days expired
+ * every lease and swept every message at once. Node's timers run on the same monotonic clock, so
+ * a timer fires when this clock says it is due. NTP's gradual slewing moves both clocks alike.
+ */
+const startWallMs = Date.now();
+const startMonotonicMs = performance.now();
+const monotonicWallNow = (): number => startWallMs + Math.floor(performance.now() - startMonotonicMs);
+
 export const systemClock: Clock = {
-  now: () => Date.now(),
+  now: monotonicWallNow,
   schedule(atMs, fn) {
     let timer: NodeJS.Timeout | undefined;
     let cancelled = false;
     const arm = (): void => {
-      const delay = Math.min(Math.max(0, atMs - Date.now()), timerDelayMsMax);
+      const delay = Math.min(Math.max(0, atMs - monotonicWallNow()), timerDelayMsMax);
       timer = setTimeout(() => {
         if (cancelled) return;
-        if (Date.now() < atMs) arm();
+        if (monotonicWallNow() < atMs) arm();
         else fn();
       }, delay);
       // A pending cell timer must not keep a finished process (a CLI, a test) alive.

@@ -1,5 +1,5 @@
-import { expect, test } from "vitest";
-import { ManualClock } from "../src/index.ts";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
+import { ManualClock, systemClock } from "../src/index.ts";
 
 test("timers fire in time order as the clock advances, and not before", () => {
   const clock = new ManualClock(1_000);
@@ -27,4 +27,55 @@ test("a timer scheduled for a time already passed fires at once, as a real clock
 test("the clock never goes back", () => {
   const clock = new ManualClock(5_000);
   expect(() => clock.advance(-1)).toThrow(RangeError);
+});
+
+/**
+ * The system clock under a wall clock that steps while celld runs (an NTP step, a clock set by
+ * hand, a VM resumed), simulated with fake timers: Date steps, the monotonic clock (performance,
+ * which Node's timers also follow) does not.
+ */
+describe("systemClock when the wall clock steps", () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["Date", "performance", "setTimeout", "clearTimeout"], now: Date.UTC(2026, 5, 1) });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  test("a step back neither turns time back nor stretches a timer by the step", () => {
+    const t0 = systemClock.now();
+    let fired = false;
+    systemClock.schedule(t0 + 30_000, () => (fired = true));
+    vi.setSystemTime(Date.now() - 3_600_000);
+    expect(systemClock.now()).toBeGreaterThanOrEqual(t0);
+    vi.advanceTimersByTime(29_999);
+    expect(fired).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(fired).toBe(true);
+    expect(systemClock.now() - t0).toBe(30_000);
+  });
+
+  test("a step forward neither jumps time ahead nor fires a timer early", () => {
+    const t0 = systemClock.now();
+    let fired = false;
+    systemClock.schedule(t0 + 30_000, () => (fired = true));
+    vi.setSystemTime(Date.now() + 5 * 86_400_000);
+    expect(systemClock.now() - t0).toBeLessThan(1_000);
+    vi.advanceTimersByTime(1_000);
+    expect(fired).toBe(false);
+    vi.advanceTimersByTime(29_000);
+    expect(fired).toBe(true);
+  });
+
+  test("a timer longer than setTimeout's 24.8-day limit fires at its time, not at once", () => {
+    const t0 = systemClock.now();
+    let fired = false;
+    systemClock.schedule(t0 + 30 * 86_400_000, () => (fired = true));
+    vi.advanceTimersByTime(2 ** 31);
+    expect(fired).toBe(false);
+    vi.advanceTimersByTime(30 * 86_400_000 - 2 ** 31 - 1);
+    expect(fired).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(fired).toBe(true);
+  });
 });
