@@ -360,7 +360,9 @@ export class ConsumerDispatcher {
     const windowEndsAt =
       Math.min(...batch.map((m) => m.availableAt)) + this.settings.maxBatchTimeoutSeconds * 1000;
     while (batch.length < size && this.running) {
-      const remainingMs = windowEndsAt - this.clock.now();
+      // availableAt is in the cell's time, which runs ahead of the clock after a restart on a
+      // clock behind the queue's newest message (QueueCell.now).
+      const remainingMs = windowEndsAt - this.cell.now();
       if (remainingMs <= 0) break;
       // fill: the rest of the batch in one lease, once it is all there or the window ends, rather
       // than a lease (and its writes) for every message that arrives meanwhile.

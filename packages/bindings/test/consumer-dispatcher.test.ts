@@ -576,3 +576,20 @@ test("stop() aborts the signal of an invocation still running after the grace pe
   const [m] = await cell.lease({ max: 1 });
   expect(m?.deliveries).toBe(1);
 });
+
+test("a queue reopened on a clock behind its messages' times still ends a batch window after max_batch_timeout", async () => {
+  const first = await registry.open("jobs");
+  await send(first, "old");
+  await registry.closeAll();
+  // celld restarted with its clock three hours slow: the cell's time goes on from its newest
+  // message, ahead of the clock; the window is measured in the cell's time, as availableAt is.
+  clock = new ManualClock(clock.now() - 3 * 3_600_000);
+  registry = new CellRegistry({ dataDir: dir, clock, durability: "normal" });
+  const { batches } = await start({ maxBatchSize: 5, maxBatchTimeoutSeconds: 5 });
+  clock.advance(4_999);
+  await settle();
+  expect(batches).toEqual([]);
+  clock.advance(1);
+  await settle();
+  expect(batches).toEqual([["old"]]);
+});

@@ -585,6 +585,21 @@ export class QueueCell {
   }
 
   /**
+   * The cell's time, ms: its clock's, but never going back (see clockAheadMs). The times it hands
+   * out (availableAt, leaseExpiresAt, sentAt) are in it, so a caller measuring from one of them
+   * (a consumer's batch window) reads this, not the clock.
+   */
+  now(): number {
+    const now = this.clock.now() + this.clockAheadMs;
+    if (now >= this.lastNowMs) {
+      this.lastNowMs = now;
+    } else {
+      this.clockAheadMs += this.lastNowMs - now;
+    }
+    return this.lastNowMs;
+  }
+
+  /**
    * When the cell last did anything, if nothing is going on that needs it open: no call in
    * flight, no waiting lease, no lease to expire, no dead-letter move, no failed flush. Otherwise
    * undefined.
@@ -602,16 +617,6 @@ export class QueueCell {
   }
 
   // ---- inside the write loop ----
-
-  private now(): number {
-    const now = this.clock.now() + this.clockAheadMs;
-    if (now >= this.lastNowMs) {
-      this.lastNowMs = now;
-    } else {
-      this.clockAheadMs += this.lastNowMs - now;
-    }
-    return this.lastNowMs;
-  }
 
   /**
    * Lease expiry and retention, when either can be due: most groups skip both, which would
