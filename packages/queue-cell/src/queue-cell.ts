@@ -33,6 +33,11 @@ export interface QueueCellOptions {
   durability?: Durability;
   clock?: Clock;
   ids?: UlidSource;
+  /**
+   * A time this queue's cell already reached before (the registry's, for a cell it closed idle):
+   * the cell's time starts no earlier, as it starts no earlier than its newest message's entry.
+   */
+  notBeforeMs?: number;
   /** Settings to apply (and persist) on open; unset ones keep their stored or default values. */
   config?: Partial<QueueConfig>;
   /**
@@ -200,7 +205,9 @@ export class QueueCell {
       this.store.close();
       throw error;
     }
-    this.lastNowMs = this.store.newestEnqueuedAt() ?? 0;
+    this.lastNowMs = Math.max(this.store.newestEnqueuedAt() ?? 0, options.notBeforeMs ?? 0);
+    // Read now, not at the first call: a clock behind is measured from the open.
+    this.now();
     this.cellClock = {
       now: () => this.now(),
       schedule: (atMs, fn) => this.clock.schedule(atMs - this.clockAheadMs, fn),

@@ -36,6 +36,13 @@ export class CellRegistry {
   private closing = false;
   /** Names whose files drop() is removing. */
   private readonly dropping = new Set<string>();
+  /**
+   * The time each cell closed idle had reached, to start from when it reopens. After a start on a
+   * clock behind a queue's newest message, a cell's time runs ahead of the clock; reopened from
+   * its newest message's entry time, its time would go back, and every delay and lease it had
+   * set would last that much longer.
+   */
+  private readonly closedAt = new Map<string, number>();
 
   constructor(private readonly options: CellRegistryOptions) {
     this.dir = join(options.dataDir, "cells");
@@ -62,6 +69,7 @@ export class CellRegistry {
       // Still the same cell and still idle after the await: nothing else reopened or used it.
       if (this.cells.get(name) !== opening || cell.idleSince() === undefined) continue;
       this.cells.delete(name);
+      this.closedAt.set(name, cell.now());
       await cell.close();
       closed.push(name);
     }
@@ -91,6 +99,7 @@ export class CellRegistry {
           name,
           path: this.pathOf(name),
           clock: this.clock,
+          notBeforeMs: this.closedAt.get(name),
           ids: this.ids,
           durability: this.options.durability ?? "full",
           config,
@@ -147,6 +156,7 @@ export class CellRegistry {
       await this.close(name);
       const path = this.pathOf(name);
       for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+      this.closedAt.delete(name);
     } finally {
       this.dropping.delete(name);
     }

@@ -138,3 +138,31 @@ test("the cells directory is made for this user alone: a queue's messages are no
   new CellRegistry({ dataDir: older, durability: "off" });
   expect(statSync(join(older, "cells")).mode & 0o777).toBe(0o700);
 });
+
+test("a cell closed idle and reopened goes on from the time it had reached, not from its newest message", async () => {
+  const dataDir = tempDir();
+  const first = new CellRegistry({ dataDir, clock: new ManualClock(), durability: "off" });
+  const sentAt = (await (await first.open("q")).send([text("m")])).metrics.oldestMessageTimestamp;
+  await first.closeAll();
+  // celld restarted with its clock three hours slow: the cell's time goes on from its newest
+  // message. An hour on, the message is nacked for an hour, and the cell is closed idle.
+  const clock = new ManualClock(sentAt - 3 * 3_600_000);
+  const registry = new CellRegistry({ dataDir, clock, durability: "off" });
+  const cell = await registry.open("q");
+  clock.advance(3_600_000);
+  const [m] = await cell.lease({ max: 1 });
+  await cell.nack([{ id: m!.id, leaseGeneration: m!.leaseGeneration, delaySeconds: 3_600 }]);
+  // The lease's end, still the cell's next due time, wakes it once; then it is idle.
+  clock.advance(30_000);
+  await settle();
+  clock.advance(30_000);
+  expect(await registry.closeIdle(1_000)).toEqual(["q"]);
+  // Reopened from its newest message's entry time, its time would go back an hour and a
+  // minute, and the nack's hour would last two.
+  const reopened = await registry.open("q");
+  clock.advance(3_540_000 - 1);
+  expect(await reopened.lease({ max: 1 })).toEqual([]);
+  clock.advance(1);
+  expect(await reopened.lease({ max: 1 })).toHaveLength(1);
+  await registry.closeAll();
+});
