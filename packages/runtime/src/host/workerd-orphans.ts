@@ -12,7 +12,10 @@ import { join } from "node:path";
  * - a watchdog (a shell loop, apart from celld's process group) that kills workerd within about
  *   a second of celld's process going;
  * - a record of workerd's pid in the data directory, which the next host reads once it holds the
- *   directory's lock (so no live celld owns that workerd) and acts on before it checks its port.
+ *   directory's lock and acts on before it checks its port. The lock says no live celld runs on
+ *   this directory, but the record may have come with a copy of it (a backup taken with cp -a
+ *   while celld ran, started elsewhere to check it): it names the celld that started workerd
+ *   too, and a workerd whose celld still lives is that celld's, not left over.
  *
  * A process is known by its pid and its start time together, so a pid the system has since given
  * to another process is never killed.
@@ -31,6 +34,17 @@ export interface ProcessInfo {
 }
 
 const recordName = "workerd.pid";
+
+/**
+ * One workerd in the record, and the celld that started it. Records written before `host` was
+ * added lack it; their workerd counts as left over whenever it runs.
+ */
+interface RecordedWorkerd {
+  pid: number;
+  startTicks: string;
+  host?: number;
+  hostStartTicks?: string;
+}
 
 /** The process `pid` as /proc/<pid>/stat describes it; undefined if there is none (or no /proc). */
 export function readProcess(pid: number): ProcessInfo | undefined {
@@ -91,7 +105,9 @@ export class WorkerdGuard {
     const known = new Set(before.map((p) => `${p.pid}@${p.startTicks}`));
     const workerd = workerdChildren().filter((p) => !known.has(`${p.pid}@${p.startTicks}`));
     if (workerd.length === 0) return new WorkerdGuard(recordPath, undefined);
-    writeFileSync(recordPath, `${JSON.stringify(workerd.map(({ pid, startTicks }) => ({ pid, startTicks })))}\n`);
+    const hostStartTicks = readProcess(process.pid)?.startTicks;
+    const record: RecordedWorkerd[] = workerd.map(({ pid, startTicks }) => ({ pid, startTicks, host: process.pid, hostStartTicks }));
+    writeFileSync(recordPath, `${JSON.stringify(record)}\n`);
     const pairs = workerd.flatMap((p) => [String(p.pid), p.startTicks]);
     // detached: its own process group, so that a signal to celld's group (a terminal's Ctrl-C,
     // a `kill -9 -<pgid>`) does not end the watchdog along with the process it watches.
@@ -130,17 +146,21 @@ done
 export async function stopLeftoverWorkerd(dataDir: string, timeoutMs = 5_000): Promise<number[]> {
   const recordPath = join(dataDir, recordName);
   if (!existsSync(recordPath)) return [];
-  let recorded: Array<{ pid: number; startTicks: string }>;
+  let recorded: RecordedWorkerd[];
   try {
     recorded = JSON.parse(readFileSync(recordPath, "utf8")) as typeof recorded;
   } catch {
     recorded = []; // cut short by the crash it records: nothing to go on
   }
-  const isLeftover = (r: { pid: number; startTicks: string }): boolean => {
+  const isLeftover = (r: RecordedWorkerd): boolean => {
     const now = readProcess(r.pid);
     return now !== undefined && now.startTicks === r.startTicks && now.name.startsWith("workerd");
   };
-  const leftover = recorded.filter(isLeftover);
+  const hostAlive = (r: RecordedWorkerd): boolean =>
+    r.host !== undefined && r.hostStartTicks !== undefined && readProcess(r.host)?.startTicks === r.hostStartTicks;
+  // Checked once: a workerd of a live celld (on the directory this one was copied from) is never
+  // killed, even if that celld ends while this waits.
+  const leftover = recorded.filter((r) => isLeftover(r) && !hostAlive(r));
   for (const r of leftover) {
     try {
       process.kill(r.pid, "SIGKILL");
