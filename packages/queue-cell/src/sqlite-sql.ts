@@ -4,6 +4,16 @@ import { MessageState, type NewMessage } from "./store.ts";
 // The SQL of the SQLite store, apart from the code that runs it, so that a test can ask SQLite
 // how it plans each statement (a missed index shows up only as slowness otherwise).
 
+/**
+ * The layout of a cell's file, kept in SQLite's user_version. Raise it when a file this code
+ * writes could be misread or damaged by a celld that predates the change (a new state, a column
+ * that must be kept in step, rows moved elsewhere); columns older code may ignore go in
+ * addedColumns and need no new number. A celld refuses a file with a higher number without
+ * writing to it. Files made before the number was kept have 0, and are this layout: their
+ * missing columns are added at open and the number written.
+ */
+export const cellFormatVersion = 1;
+
 export const schema = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (

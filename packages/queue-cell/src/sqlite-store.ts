@@ -24,6 +24,7 @@ import {
 } from "./message-pack.ts";
 import {
   addedColumns,
+  cellFormatVersion,
   insertRowsSql,
   limitedSql,
   newRowParams,
@@ -157,6 +158,8 @@ export class SqliteCellStore implements CellStore {
       throw storageError(error, `opening ${path}`, { systemErrors: true });
     }
     try {
+      // Before anything is written: a file of a newer layout is left exactly as it was found.
+      const version = this.formatVersion();
       this.runTransaction = this.db.transaction((fn: () => unknown) => fn());
       this.db.pragma("journal_mode = WAL");
       const durability = options.durability ?? "full";
@@ -181,6 +184,7 @@ export class SqliteCellStore implements CellStore {
       this.db.exec(schema);
       this.addMissingColumns();
       this.db.exec(schemaAfterColumns);
+      if (version < cellFormatVersion) this.db.pragma(`user_version = ${cellFormatVersion}`);
       const db = this.db;
       this.stmt = Object.fromEntries(
         Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
@@ -806,6 +810,24 @@ export class SqliteCellStore implements CellStore {
   }
 
   /** A file from before a column was added gets it now (see addedColumns). */
+  /** The file's layout (see cellFormatVersion); refused if this code does not know it. */
+  private formatVersion(): number {
+    const version = this.db.pragma("user_version", { simple: true }) as number;
+    if (version > cellFormatVersion) {
+      const cause = Object.assign(
+        new Error(`its format is ${version}, and this celld reads formats up to ${cellFormatVersion}`),
+        { code: "ERR_CELL_FORMAT_NEWER" },
+      );
+      throw new CellError(
+        "ERR_STORAGE",
+        `the queue's storage failed: opening ${this.path}: written by a newer celld (${cause.message}); ` +
+          "nothing in it was changed: run that celld or a newer one on this data directory",
+        { cause },
+      );
+    }
+    return version;
+  }
+
   private addMissingColumns(): void {
     for (const { table, column, definition } of addedColumns) {
       const columns = this.db.prepare(`SELECT name FROM pragma_table_info('${table}')`).pluck().all() as string[];

@@ -18,6 +18,8 @@ const causeByCode: ReadonlyArray<readonly [string, StorageCause]> = [
   ["EPERM", "permission"],
   ["SQLITE_IOERR", "io-error"],
   ["EIO", "io-error"],
+  // The store's own: a cell file of a layout newer than this code (see cellFormatVersion).
+  ["ERR_CELL_FORMAT_NEWER", "newer-format"],
 ];
 
 /**

@@ -1,7 +1,9 @@
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { expect, test } from "vitest";
-import { MessageState, SqliteCellStore, UlidSource, seededRandomFill } from "../src/index.ts";
+import { CellError, MessageState, SqliteCellStore, UlidSource, seededRandomFill, storageCause } from "../src/index.ts";
+import { cellFormatVersion } from "../src/sqlite-sql.ts";
 import { describeStoreConformance } from "./store-conformance.ts";
 import { tempDir } from "./temp-dir.ts";
 
@@ -102,4 +104,50 @@ test("a pack stored short (a cell's own ids): leased whole, found by id, unpacke
   const rest = store.transaction(() => store.lease(1_000, 100, 9_000));
   expect(rest.map((m) => [m.id, bodyOf(m)])).toEqual(second.slice(4).map((m) => [m.id, bodyOf(m)]));
   store.close();
+});
+
+test("a file of a format newer than this code is refused, naming the file, and not a byte of it is changed", () => {
+  const path = join(tempDir(), "cell.sqlite");
+  const made = new SqliteCellStore(path, { durability: "full" });
+  made.transaction(() => made.insert([{ id: "a", dueAt: 1, sentAt: 1, enqueuedAt: 1, contentType: "text", attributes: null, body: new Uint8Array([97]) }]));
+  made.close();
+  // As a later celld would mark a layout this one cannot read.
+  const later = new Database(path);
+  later.pragma(`user_version = ${cellFormatVersion + 1}`);
+  later.close();
+  const before = readFileSync(path);
+
+  let error: unknown;
+  try {
+    new SqliteCellStore(path, { durability: "full" });
+  } catch (thrown) {
+    error = thrown;
+  }
+  expect(error).toBeInstanceOf(CellError);
+  expect((error as CellError).message).toBe(
+    `the queue's storage failed: opening ${path}: written by a newer celld (its format is ${cellFormatVersion + 1}, and this celld ` +
+      `reads formats up to ${cellFormatVersion}); nothing in it was changed: run that celld or a newer one on this data directory`,
+  );
+  expect(storageCause(error).cause).toBe("newer-format");
+  expect(readFileSync(path).equals(before)).toBe(true);
+  expect(existsSync(`${path}-wal`)).toBe(false);
+});
+
+test("a file is marked with this code's format; one from before the format was kept is marked at open", () => {
+  const path = join(tempDir(), "cell.sqlite");
+  const userVersion = () => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return db.pragma("user_version", { simple: true });
+    } finally {
+      db.close();
+    }
+  };
+  new SqliteCellStore(path, { durability: "full" }).close();
+  expect(userVersion()).toBe(cellFormatVersion);
+  const old = new Database(path);
+  old.pragma("user_version = 0");
+  old.close();
+  new SqliteCellStore(path, { durability: "full" }).close();
+  expect(userVersion()).toBe(cellFormatVersion);
 });

@@ -4,6 +4,7 @@
  * a new page fails inside SQLite with SQLITE_FULL, as on a full disk, without root or a small
  * file system.
  */
+import BetterSqlite3 from "better-sqlite3";
 import type Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { CellError, ManualClock, type QueueCell, type StorageFailure } from "@celld/queue-cell";
@@ -49,6 +50,22 @@ describe("a full disk", () => {
     expect(sent.status).toBe(200);
     const queue = await h.call("GET", h.queuePath("jobs"));
     expect(queue.json.counts.ready).toBe(1);
+  });
+});
+
+describe("a queue file of a newer celld's format", () => {
+  it("refuses calls with 503 and the cell's words, without Retry-After: no wait makes this celld read it", async () => {
+    const h = await apiHarness({ onStorageFailure: () => {} });
+    await h.createQueue("jobs");
+    const cellName = `${testEnv}/queues/jobs`;
+    await h.registry.close(cellName);
+    const later = new BetterSqlite3(h.registry.pathOf(cellName));
+    later.pragma("user_version = 1000");
+    later.close();
+    const refused = await h.call("POST", `${h.queuePath("jobs")}:send`, { body: sendBody });
+    expect(refused.status).toBe(503);
+    expect(refused.headers["retry-after"]).toBeUndefined();
+    expect(refused.json.error.message).toContain("written by a newer celld (its format is 1000");
   });
 });
 

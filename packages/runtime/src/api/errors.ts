@@ -122,9 +122,10 @@ function refusal(error: CellError): { message: string; retryAfterSeconds?: numbe
       return { message: `${error.message}; nothing of this call was written`, retryAfterSeconds: apiLimits.retryAfterSeconds };
     case "ERR_STORAGE": {
       const storage = error.storage;
-      // A queue whose writes stopped takes none until celld restarts, so no wait makes a retry
-      // work; a failure the cell did not describe promises nothing either.
-      if (storage === undefined || storage.writesStopped) return { message: error.message };
+      // A queue whose writes stopped takes none until celld restarts, and a file of a newer
+      // celld's format opens under none this old, so no wait makes a retry work; a failure the
+      // cell did not describe promises nothing either.
+      if (storage === undefined || storage.writesStopped || storage.cause === "newer-format") return { message: error.message };
       return { message: error.message, retryAfterSeconds: apiLimits.storageRetryAfterSeconds };
     }
     default:

@@ -37,6 +37,8 @@ function reasonOf(dataDir: string, error: unknown): string {
       return `permission denied (${detail}); let this user write there, or pass another --data`;
     case "io-error":
       return `an I/O error (${detail}); the disk may be failing`;
+    case "newer-format":
+      return `its file was written by a newer celld (${detail.replace(/^ERR_CELL_FORMAT_NEWER: /, "")}); nothing in it was changed: run that celld or a newer one on this data directory`;
     case "other":
       return detail;
   }
