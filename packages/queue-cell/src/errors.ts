@@ -26,7 +26,7 @@ export interface CellErrorDetails {
 }
 
 /** What a storage failure came from, as far as the error SQLite or the file system raised tells. */
-export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error" | "newer-format" | "other";
+export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error" | "corrupt" | "newer-format" | "other";
 
 /**
  * What a caller of a cell acts on when its call failed on storage, besides the words: whether the
@@ -36,6 +36,8 @@ export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error"
 export interface StorageFailure {
   /** The queue whose storage failed. */
   queue: string;
+  /** The queue's file, where the cell has one: what an operator looks at when it is damaged. */
+  file?: string;
   cause: StorageCause;
   /** What SQLite or the file system said: `SQLITE_FULL: database or disk is full`. */
   detail: string;
@@ -103,7 +105,18 @@ function failureWords(error: unknown): string {
   const storage = isCellError(error, "ERR_STORAGE") ? error.storage : undefined;
   if (storage === undefined) return error instanceof Error ? error.message : String(error);
   const stopped = storage.writesStopped ? "; it takes no more writes until celld is restarted" : "";
-  return `the storage of queue "${storage.queue}" failed (${storage.detail})${stopped}`;
+  return `the storage of queue "${storage.queue}" failed (${storage.detail})${stopped}${damagedFileAdvice(storage)}`;
+}
+
+/**
+ * What an operator does about a damaged queue file, after the words of a failure that found it
+ * (empty for any other failure). Retrying cannot help, and the file may still hold what a recovery
+ * can read back, which more writes could overwrite.
+ */
+export function damagedFileAdvice(storage: StorageFailure): string {
+  if (storage.cause !== "corrupt") return "";
+  const file = storage.file === undefined ? "the queue's file" : `the queue's file ${storage.file}`;
+  return `; ${file} is damaged: stop celld, keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`;
 }
 
 /** Refuses a number outside [min, max] (or not an integer, when asked), naming field and bound. */

@@ -2,6 +2,7 @@ export { limits, type Limits } from "./limits.ts";
 export {
   CellError,
   BackgroundWorkError,
+  damagedFileAdvice,
   isCellError,
   type CellErrorCode,
   type CellErrorDetails,

@@ -175,8 +175,13 @@ export class QueueCell {
   /** Cancels the timer of a move waiting to be tried again; new dead letters wait for it too. */
   private cancelMoveRetry: (() => void) | undefined;
   private closed = false;
-  /** A flush failed: by the CellStore contract, the store takes no more transactions. */
+  /**
+   * A flush failed, or the store found its file damaged: by the CellStore contract, the store
+   * takes no more transactions.
+   */
   private writesStopped = false;
+  /** The SQLite file, when the cell opened one: named when it is found damaged. */
+  private readonly file: string | undefined;
   private lastActivityMs = 0;
   /**
    * No lease expires and no row outlives retention before this time: a lower bound, lowered as
@@ -186,6 +191,7 @@ export class QueueCell {
 
   constructor(options: QueueCellOptions) {
     this.name = options.name;
+    this.file = options.store === undefined ? options.path : undefined;
     if (options.store === undefined && options.path === undefined) {
       throw new TypeError("QueueCell needs a path or a store");
     }
@@ -882,7 +888,7 @@ export class QueueCell {
     // A failed flush stops writes; so does one the store met on its own (a checkpoint's flush of
     // the database file). The store is not there yet when opening it failed.
     if (step === "flush" || (this.store as CellStore | undefined)?.failed !== undefined) this.writesStopped = true;
-    return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped });
+    return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped }, this.file);
   }
 
   private assertOpen(): void {

@@ -145,6 +145,8 @@ export class SqliteCellStore implements CellStore {
 
   /** Set for good by a failed flush of the database file in a checkpoint (see checkpointFailed). */
   private checkpointFlushFailure: CellError | undefined;
+  /** Set for good by a transaction that found the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB). */
+  private damaged: CellError | undefined;
   private readonly copyLog: (path: string) => Promise<void>;
 
   constructor(
@@ -222,7 +224,7 @@ export class SqliteCellStore implements CellStore {
    * database file in a checkpoint failed. Undefined while every flush has worked.
    */
   get failed(): CellError | undefined {
-    return this.walSync?.failed ?? this.checkpointFlushFailure;
+    return this.walSync?.failed ?? this.checkpointFlushFailure ?? this.damaged;
   }
 
   durable(): Promise<void> | undefined {
@@ -251,7 +253,9 @@ export class SqliteCellStore implements CellStore {
       this.oldestBacklog = savedOldest;
       this.packs = savedPacks;
       this.mayHaveDelayed = true;
-      throw storageError(error);
+      const failure = storageError(error);
+      if (isDamage(error)) this.damaged ??= failure as CellError;
+      throw failure;
     }
   }
 
@@ -911,6 +915,11 @@ function storageError(error: unknown, doing?: string, options: { systemErrors?: 
     return new CellError("ERR_STORAGE", `the queue's storage failed:${what} ${error.message}`, { cause: error });
   }
   return error;
+}
+
+/** SQLite found the file damaged, or not a database at all (extended codes included). */
+function isDamage(error: unknown): boolean {
+  return error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)(_|$)/.test(error.code);
 }
 
 /** A failed system call, as Node reports one (fs, with an errno code and the call's name). */

@@ -1,4 +1,4 @@
-import { CellError, isCellError, type StorageCause } from "./errors.ts";
+import { CellError, damagedFileAdvice, isCellError, type StorageCause, type StorageFailure } from "./errors.ts";
 
 /**
  * SQLite's primary result codes and the file system's errno codes, by what they mean to an
@@ -18,6 +18,8 @@ const causeByCode: ReadonlyArray<readonly [string, StorageCause]> = [
   ["EPERM", "permission"],
   ["SQLITE_IOERR", "io-error"],
   ["EIO", "io-error"],
+  ["SQLITE_CORRUPT", "corrupt"],
+  ["SQLITE_NOTADB", "corrupt"],
   // The store's own: a cell file of a layout newer than this code (see cellFormatVersion).
   ["ERR_CELL_FORMAT_NEWER", "newer-format"],
 ];
@@ -53,6 +55,7 @@ export function callStorageError(
   error: unknown,
   queue: string,
   state: { mayHaveTakenEffect: boolean; writesStopped: boolean },
+  file?: string,
 ): unknown {
   if (!isCellError(error, "ERR_STORAGE") || error.storage !== undefined) return error;
   const { cause, detail } = storageCause(error);
@@ -65,8 +68,6 @@ export function callStorageError(
     // back once the disk has space again (docs/message-life.md says how much it needs).
     if (!state.writesStopped && cause === "disk-full") message += ", and writes resume by themselves once the disk has free space";
   }
-  return new CellError("ERR_STORAGE", message, {
-    cause: error,
-    storage: { queue, cause, detail, ...state },
-  });
+  const storage: StorageFailure = { queue, ...(file === undefined ? {} : { file }), cause, detail, ...state };
+  return new CellError("ERR_STORAGE", message + damagedFileAdvice(storage), { cause: error, storage });
 }

@@ -112,8 +112,9 @@ export interface CellStore {
   durable(): Promise<void> | undefined;
   /**
    * Why the store takes no more transactions, for good: a flush of its log or of its database
-   * file failed, and only a restart (which recovers from the log on disk) may write again.
-   * Undefined while every flush has worked.
+   * file failed, and only a restart (which recovers from the log on disk) may write again; or a
+   * transaction found the file damaged, and more writes could overwrite what a recovery can still
+   * read. Undefined while every flush has worked and no damage was found.
    */
   readonly failed: CellError | undefined;
 

@@ -3,7 +3,7 @@
  * (`CellError.storage`) that the HTTP API and the Worker binding act on. Failures are injected
  * through the store (a full disk) and the log's flush (a SyncFile stand-in).
  */
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
@@ -125,4 +125,59 @@ test("storageCause reads SQLite's and the file system's codes, extended codes as
     // Found through the CellError that wraps it, as a store reports it.
     expect(storageCause(new CellError("ERR_STORAGE", "the queue's storage failed", { cause: error }))).toEqual({ cause, detail });
   }
+});
+
+/**
+ * Writes garbage over the first overflow page of the messages table, which holds the body of one
+ * of the oldest messages: a lease reads it; opening the cell reads only the columns before the
+ * body, and a send writes new pages.
+ */
+function damageOldestBody(path: string): void {
+  const db = new Database(path);
+  const { pageno, size } = db
+    .prepare("SELECT pageno, pgsize AS size FROM dbstat WHERE name = 'messages' AND pagetype = 'overflow' ORDER BY path LIMIT 1")
+    .get() as { pageno: number; size: number };
+  db.close();
+  const fd = openSync(path, "r+");
+  writeSync(fd, Buffer.alloc(size, 0x5a), 0, size, (pageno - 1) * size);
+  closeSync(fd);
+}
+
+describe("a damaged file", () => {
+  test("a call that finds it names the file and what to do, and the queue takes no more writes: more could overwrite what a recovery can read", async () => {
+    const dir = tempDir();
+    const path = join(dir, "jobs.sqlite");
+    const clock = new ManualClock();
+    const first = new QueueCell({ name: "jobs", path, clock, durability: "off" });
+    // Bodies larger than a page, kept on overflow pages.
+    for (let i = 0; i < 10; i++) await first.send([text(`m${i} ${"x".repeat(10_000)}`)]);
+    await first.close();
+    damageOldestBody(path);
+
+    const cell = new QueueCell({ name: "jobs", path, clock, durability: "off" });
+    const leased = await rejection(cell.lease({ max: 100 }));
+    expect(leased.code).toBe("ERR_STORAGE");
+    expect(leased.message).toMatch(/^the queue's storage failed: database disk image is malformed \(SQLITE_CORRUPT\w*\); nothing of this call was written; /);
+    expect(leased.message).toContain(
+      `; the queue's file ${path} is damaged: stop celld, keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`,
+    );
+    expect(leased.storage).toMatchObject({ queue: "jobs", file: path, cause: "corrupt", mayHaveTakenEffect: false, writesStopped: true });
+    const sent = await rejection(cell.send([text("after")]));
+    expect(sent.storage).toMatchObject({ cause: "corrupt", writesStopped: true });
+    await cell.close();
+  });
+
+  test("a file that is not a database at all fails the open, naming the file and what to do, and is left as it was", () => {
+    const path = join(tempDir(), "jobs.sqlite");
+    writeFileSync(path, "my notes, not a queue\n".repeat(20));
+    let error: unknown;
+    try {
+      new QueueCell({ name: "jobs", path, clock: new ManualClock() });
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect((error as CellError).storage).toMatchObject({ queue: "jobs", file: path, cause: "corrupt" });
+    expect((error as CellError).message).toContain(`the queue's file ${path} is damaged: stop celld`);
+    expect(readFileSync(path, "utf8")).toBe("my notes, not a queue\n".repeat(20));
+  });
 });

@@ -1,4 +1,4 @@
-import { isCellError, type CellError, type Clock } from "@celld/queue-cell";
+import { damagedFileAdvice, isCellError, type CellError, type Clock } from "@celld/queue-cell";
 
 /** A storage failure is logged once per queue and cause in this long, however many calls it refuses. */
 export const storageFailureLogWindowMs = 60_000;
@@ -46,7 +46,8 @@ export class StorageFailureLog {
             ? "its writes are refused until the disk has free space"
             : "the call was refused";
     const since = last !== undefined && last.unlogged > 0 ? ` (${last.unlogged} more like it since ${new Date(last.atMs).toISOString()})` : "";
-    this.write(`queue "${queue}": storage failed (${detail}); ${state}${since}`);
+    const advice = storage === undefined ? "" : damagedFileAdvice(storage);
+    this.write(`queue "${queue}": storage failed (${detail}); ${state}${advice}${since}`);
     // Lines whose window has passed are forgotten: the map holds only failures still recent.
     for (const [other, entry] of this.reported) if (now >= entry.atMs + this.windowMs) this.reported.delete(other);
     this.reported.set(key, { atMs: now, unlogged: 0 });

@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { storageCause } from "@celld/queue-cell";
+import { isCellError, storageCause } from "@celld/queue-cell";
 
 export class DataDirInUseError extends Error {
   readonly code = "ERR_DATA_DIR_IN_USE" as const;
@@ -28,6 +28,7 @@ export class DataDirUnusableError extends Error {
 
 function reasonOf(dataDir: string, error: unknown): string {
   const { cause, detail } = whyNotWritable(dataDir, storageCause(error));
+  const file = isCellError(error, "ERR_STORAGE") ? error.storage?.file : undefined;
   switch (cause) {
     case "disk-full":
       return `the disk is full (${detail}); free some space on it, or pass another --data`;
@@ -37,6 +38,11 @@ function reasonOf(dataDir: string, error: unknown): string {
       return `permission denied (${detail}); let this user write there, or pass another --data`;
     case "io-error":
       return `an I/O error (${detail}); the disk may be failing`;
+    case "corrupt":
+      return (
+        `${file === undefined ? "a queue's file" : `its file ${file}`} is damaged (${detail}): ` +
+        `keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`
+      );
     case "newer-format":
       return `its file was written by a newer celld (${detail.replace(/^ERR_CELL_FORMAT_NEWER: /, "")}); nothing in it was changed: run that celld or a newer one on this data directory`;
     case "other":
