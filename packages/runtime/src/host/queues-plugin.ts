@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ConsumerDispatcher, InFlightBudget, nodeProducerHandler, type BatchReport } from "@celld/bindings";
-import { limits, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
+import { isCellError, limits, type CellError, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
@@ -54,6 +54,8 @@ export class QueuesPlugin implements HostPlugin {
   private readonly producerStorageLog: StorageFailureLog;
   /** What the host's requests to the dispatch Worker carry; any other caller is refused. */
   private readonly dispatchKey = randomBytes(32).toString("hex");
+  /** Queues whose file prepare() found damaged or of a newer format: no consumer runs for them. */
+  private readonly unopened = new Set<string>();
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
@@ -89,7 +91,18 @@ export class QueuesPlugin implements HostPlugin {
                   ? { kind: "delete" }
                   : { kind: "queue", queue: consumer.deadLetterQueue },
             };
-      await registry.open(queue, config);
+      try {
+        await registry.open(queue, config);
+      } catch (error) {
+        if (!isFileOfItsOwn(error)) throw error;
+        // One queue's file is the matter, not the directory: the other queues and every Worker
+        // run, rather than none until that file is dealt with.
+        this.unopened.add(queue);
+        this.options.log.error(
+          `queue "${queue}" could not be opened: its sends are refused and its consumer does not run until celld is ` +
+            `started again with its file dealt with: ${error.message}`,
+        );
+      }
     }
   }
 
@@ -133,6 +146,7 @@ export class QueuesPlugin implements HostPlugin {
     const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
+        if (this.unopened.has(consumer.queue)) continue;
         const cell = await registry.open(consumer.queue);
         // The data directory's lock says no other host runs: leases this consumer's owner holds
         // were taken by a host that died, and their batches will never be settled.
@@ -187,4 +201,13 @@ export class QueuesPlugin implements HostPlugin {
     this.dispatchSocketDir?.close();
     this.dispatchSocketDir = undefined;
   }
+}
+
+/**
+ * A queue whose own file is damaged or written by a newer celld: a failure of that file alone. A
+ * full disk or a read-only directory fails every queue, and stops the host (see startHost).
+ */
+function isFileOfItsOwn(error: unknown): error is CellError {
+  const cause = isCellError(error, "ERR_STORAGE") ? error.storage?.cause : undefined;
+  return cause === "corrupt" || cause === "newer-format";
 }
