@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -278,6 +278,19 @@ test("a data directory, or a queue's file in it, that cannot be written is one c
   expect(await queue.exited).toBe(1);
   expect(queue.output().trim()).toBe(
     `celld: the data directory ${data} cannot be used: starting queue "jobs" failed: SQLITE_CANTOPEN: unable to open database file`,
+  );
+});
+
+test("a damaged file of the queues API is one clear line naming it and status 1, as a queue's is", async () => {
+  const p = appProject("", echoWorker);
+  const data = join(p.dir, "data");
+  mkdirSync(join(data, "api"), { recursive: true });
+  writeFileSync(join(data, "api", "catalog.sqlite"), "not a database\n".repeat(50));
+  const r = run(["dev", "--port", "0", "--api-port", "0", "--data", data], p.dir);
+  expect(await r.exited).toBe(1);
+  expect(r.output().trim().split("\n").at(-1)).toBe(
+    `celld: the data directory ${data} cannot be used: opening api/catalog.sqlite failed: the file is damaged ` +
+      `(SQLITE_NOTADB: file is not a database): keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`,
   );
 });
 

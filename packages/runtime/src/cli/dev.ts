@@ -1,3 +1,4 @@
+import Database from "better-sqlite3";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
@@ -67,9 +68,14 @@ export async function dev(args: DevArgs): Promise<number> {
         onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
       });
     } catch (error) {
+      const opening = apiKeys === undefined ? "opening api/keys.sqlite" : "opening api/catalog.sqlite";
       apiKeys?.close();
       await host.close();
-      throw error;
+      // The API's own files, damaged or unreadable, are the operator's to fix as a queue's are:
+      // one line naming the file and the cause. (A port in use is not SQLite's, and is thrown.)
+      if (!(error instanceof Database.SqliteError)) throw error;
+      console.error(`celld: ${new DataDirUnusableError(args.dataDir, opening, error).message}`);
+      return 1;
     }
   }
   const stopped = new Promise<number>((resolve) => {

@@ -40,7 +40,7 @@ function reasonOf(dataDir: string, error: unknown): string {
       return `an I/O error (${detail}); the disk may be failing`;
     case "corrupt":
       return (
-        `${file === undefined ? "a queue's file" : `its file ${file}`} is damaged (${detail}): ` +
+        `${file === undefined ? "the file" : `its file ${file}`} is damaged (${detail}): ` +
         `keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`
       );
     case "newer-format":
