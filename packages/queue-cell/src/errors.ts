@@ -26,7 +26,7 @@ export interface CellErrorDetails {
 }
 
 /** What a storage failure came from, as far as the error SQLite or the file system raised tells. */
-export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error" | "corrupt" | "newer-format" | "other";
+export type StorageCause = "disk-full" | "read-only" | "permission" | "io-error" | "corrupt" | "newer-format" | "misplaced" | "other";
 
 /**
  * What a caller of a cell acts on when its call failed on storage, besides the words: whether the

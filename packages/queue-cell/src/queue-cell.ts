@@ -202,6 +202,7 @@ export class QueueCell {
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
     try {
+      this.checkStoredName();
       const stored = this.store.getMeta("config");
       const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
       this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
@@ -889,6 +890,27 @@ export class QueueCell {
     // the database file). The store is not there yet when opening it failed.
     if (step === "flush" || (this.store as CellStore | undefined)?.failed !== undefined) this.writesStopped = true;
     return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped }, this.file);
+  }
+
+  /**
+   * A file that holds another queue (copied or restored under this queue's file name by hand) is
+   * refused before anything is written: opened, it would hand that queue's messages to this one's
+   * consumers, and its name and settings would be overwritten with this queue's, hiding the mix-up.
+   */
+  private checkStoredName(): void {
+    const stored = this.store.getMeta("name");
+    if (stored === undefined || stored === this.name) return;
+    const file = this.file === undefined ? "its store" : this.file;
+    const cause = Object.assign(new Error(`the file holds queue "${stored}", not "${this.name}"`), { code: "ERR_CELL_FILE_MISPLACED" });
+    throw this.callFailed(
+      new CellError(
+        "ERR_STORAGE",
+        `the queue's storage failed: opening ${file}: ${cause.message}: it was copied or renamed here; nothing in it was ` +
+          `changed: move it away (queue "${this.name}" then starts empty), or back to where queue "${stored}" keeps its file`,
+        { cause },
+      ),
+      "commit",
+    );
   }
 
   private assertOpen(): void {

@@ -3,7 +3,7 @@
  * (`CellError.storage`) that the HTTP API and the Worker binding act on. Failures are injected
  * through the store (a full disk) and the log's flush (a SyncFile stand-in).
  */
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
@@ -180,4 +180,30 @@ describe("a damaged file", () => {
     expect((error as CellError).message).toContain(`the queue's file ${path} is damaged: stop celld`);
     expect(readFileSync(path, "utf8")).toBe("my notes, not a queue\n".repeat(20));
   });
+});
+
+test("a file that holds another queue (copied under this queue's name) is refused, naming both, and left as it was", async () => {
+  const dir = tempDir();
+  const billing = join(dir, "billing.sqlite");
+  const orders = join(dir, "orders.sqlite");
+  const clock = new ManualClock();
+  const first = new QueueCell({ name: "billing", path: billing, clock, durability: "off" });
+  await first.send([text("an invoice")]);
+  await first.close();
+  copyFileSync(billing, orders);
+  const before = readFileSync(orders);
+
+  let error: unknown;
+  try {
+    new QueueCell({ name: "orders", path: orders, clock, durability: "off" });
+  } catch (thrown) {
+    error = thrown;
+  }
+  expect((error as CellError).message).toBe(
+    `the queue's storage failed: opening ${orders}: the file holds queue "billing", not "orders": it was copied or renamed here; ` +
+      `nothing in it was changed: move it away (queue "orders" then starts empty), or back to where queue "billing" keeps its file; ` +
+      "nothing of this call was written",
+  );
+  expect((error as CellError).storage).toMatchObject({ queue: "orders", file: orders, cause: "misplaced" });
+  expect(readFileSync(orders).equals(before)).toBe(true);
 });

@@ -123,9 +123,11 @@ function refusal(error: CellError): { message: string; retryAfterSeconds?: numbe
     case "ERR_STORAGE": {
       const storage = error.storage;
       // A queue whose writes stopped takes none until celld restarts, and a file of a newer
-      // celld's format opens under none this old, so no wait makes a retry work; a failure the
-      // cell did not describe promises nothing either.
-      if (storage === undefined || storage.writesStopped || storage.cause === "newer-format") return { message: error.message };
+      // celld's format, or of another queue, opens after no wait, so a retry cannot work; a
+      // failure the cell did not describe promises nothing either.
+      if (storage === undefined || storage.writesStopped || storage.cause === "newer-format" || storage.cause === "misplaced") {
+        return { message: error.message };
+      }
       return { message: error.message, retryAfterSeconds: apiLimits.storageRetryAfterSeconds };
     }
     default:

@@ -43,6 +43,8 @@ function reasonOf(dataDir: string, error: unknown): string {
         `${file === undefined ? "the file" : `its file ${file}`} is damaged (${detail}): ` +
         `keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`
       );
+    case "misplaced":
+      return `${detail.replace(/^ERR_CELL_FILE_MISPLACED: /, "")}${file === undefined ? "" : ` (${file})`}: it was copied or renamed there; nothing in it was changed: move it away`;
     case "newer-format":
       return `its file was written by a newer celld (${detail.replace(/^ERR_CELL_FORMAT_NEWER: /, "")}); nothing in it was changed: run that celld or a newer one on this data directory`;
     case "other":

@@ -204,10 +204,11 @@ export class QueuesPlugin implements HostPlugin {
 }
 
 /**
- * A queue whose own file is damaged or written by a newer celld: a failure of that file alone. A
- * full disk or a read-only directory fails every queue, and stops the host (see startHost).
+ * A queue whose own file is damaged, written by a newer celld, or another queue's: a failure of
+ * that file alone. A full disk or a read-only directory fails every queue, and stops the host (see
+ * startHost).
  */
 function isFileOfItsOwn(error: unknown): error is CellError {
   const cause = isCellError(error, "ERR_STORAGE") ? error.storage?.cause : undefined;
-  return cause === "corrupt" || cause === "newer-format";
+  return cause === "corrupt" || cause === "newer-format" || cause === "misplaced";
 }
