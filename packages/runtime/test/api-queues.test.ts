@@ -3,6 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { CellRegistry, ManualClock, UlidSource, limits, type QueueCell } from "@celld/queue-cell";
+import Database from "better-sqlite3";
+import { apiLimits } from "../src/api/api-limits.ts";
 import { Catalog } from "../src/api/catalog.ts";
 import { defaultWorkerEnv, startApiServer } from "../src/api/index.ts";
 import { QueueDirectory } from "../src/api/queue-directory.ts";
@@ -280,6 +282,40 @@ describe("the queues collection", () => {
     const res = await h.call("POST", `/v1/${defaultWorkerEnv}/queues`, { key, body: { name: "fresh", max_deliveries: 3 } });
     expect(res.json).toMatchObject({ origin: "api", max_deliveries: 3 });
     expect((await h.registry.open("fresh")).queueConfig.maxDeliveries).toBe(3);
+  });
+
+  it(`an environment holds at most ${apiLimits.queuesPerEnvMax} queues; the one past it is refused naming the bound`, async () => {
+    const h = await apiHarness();
+    // All but one place taken by rows written straight into the catalog: creating thousands of
+    // cells through the API would only make the test slow.
+    const db = new Database(join(h.dataDir, "api", "catalog.sqlite"));
+    const insert = db.prepare(
+      `INSERT INTO queues (name, env, queue, queue_id, origin, cell_name, settings, dead_letter_queue, create_ms, update_ms)
+       VALUES (?, ?, ?, ?, 'api', ?, NULL, NULL, 0, 0)`,
+    );
+    db.transaction(() => {
+      for (let i = 0; i < apiLimits.queuesPerEnvMax - 1; i++) {
+        const name = `${testEnv}/queues/filler-${i}`;
+        insert.run(name, testEnv, `filler-${i}`, `que_filler${i}`, name);
+      }
+    })();
+    db.close();
+    expect((await h.call("POST", `/v1/${testEnv}/queues`, { body: { name: "last" } })).status).toBe(201);
+    const over = await h.call("POST", `/v1/${testEnv}/queues`, { body: { name: "over" } });
+    expect(over.status).toBe(400);
+    expect(over.json.error).toMatchObject({
+      code: "out_of_range",
+      message: `${testEnv} already has ${apiLimits.queuesPerEnvMax} queues`,
+      field: "name",
+      bound: `at most ${apiLimits.queuesPerEnvMax} queues per environment`,
+    });
+    expect(existsSync(h.registry.pathOf(`${testEnv}/queues/over`))).toBe(false);
+    // The bound is per environment: another one still has room.
+    const other = "orgs/acme/projects/shop/envs/dev";
+    expect((await h.call("POST", `/v1/${other}/queues`, { key: h.key(undefined, other), body: { name: "over" } })).status).toBe(201);
+    // A place freed is a place to create in again.
+    expect((await h.call("DELETE", `/v1/${testEnv}/queues/last`)).status).toBe(200);
+    expect((await h.call("POST", `/v1/${testEnv}/queues`, { body: { name: "over" } })).status).toBe(201);
   });
 });
 

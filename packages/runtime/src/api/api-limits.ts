@@ -40,6 +40,12 @@ export const apiLimits = {
   deadLetterPageSizeMax: limits.leaseMessagesMax,
   pageTokenCharsMax: 200,
 
+  /**
+   * Cloudflare's bound on queues per account, an environment being the nearest thing to one here.
+   * Each queue is a file and, while in use, an open cell: without a bound one key could make them
+   * until the host ran out of file descriptors or disk.
+   */
+  queuesPerEnvMax: 10_000,
   subscriptionsPerEnvMax: 100,
   /** Patterns in one subscription's `types` or `sources`. */
   subscriptionPatternsMax: 20,

@@ -126,6 +126,7 @@ export class Catalog {
         "UPDATE queues SET origin = 'workers', settings = NULL, dead_letter_queue = NULL, update_ms = ? WHERE name = ?",
       ),
       listQueues: db.prepare("SELECT * FROM queues WHERE env = ? AND queue > ? ORDER BY queue LIMIT ?"),
+      countQueues: db.prepare("SELECT count(*) AS n FROM queues WHERE env = ?"),
       deadLetterUsers: db.prepare("SELECT name FROM queues WHERE dead_letter_queue = ? ORDER BY name"),
       subscription: db.prepare("SELECT * FROM subscriptions WHERE name = ?"),
       insertSubscription: db.prepare(
@@ -189,6 +190,11 @@ export class Catalog {
       this.stmt.deleteSubscriptionsOf.run(name);
       this.stmt.deleteQueue.run(name);
     })();
+  }
+
+  /** The environment's queues, those the Workers config declares among them. */
+  countQueues(env: string): number {
+    return (this.stmt.countQueues.get(env) as { n: number }).n;
   }
 
   listQueues(env: string, afterQueue: string, limit: number): QueueRow[] {

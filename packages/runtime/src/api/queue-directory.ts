@@ -7,6 +7,7 @@ import {
   type QueueConfig,
   type UlidSource,
 } from "@celld/queue-cell";
+import { apiLimits } from "./api-limits.ts";
 import type { ApiQueueSettings, Catalog, QueueRow } from "./catalog.ts";
 import { ApiError } from "./errors.ts";
 import { childName, queueIdFor, shortId } from "./names.ts";
@@ -153,6 +154,13 @@ export class QueueDirectory {
     const name = childName(env, "queues", queue);
     return this.serial(async () => {
       if (this.find(name) !== undefined) throw new ApiError("already_exists", `queue ${name} already exists`, { field: "name" });
+      // Counted inside serial(): two creates cannot both take the last place.
+      if (this.catalog.countQueues(env) >= apiLimits.queuesPerEnvMax) {
+        throw new ApiError("out_of_range", `${env} already has ${apiLimits.queuesPerEnvMax} queues`, {
+          field: "name",
+          bound: `at most ${apiLimits.queuesPerEnvMax} queues per environment`,
+        });
+      }
       this.checkDeadLetterQueue(name, settings.deadLetterQueue);
       const now = this.clock.now();
       const cellName = this.cellNameOf(name);
