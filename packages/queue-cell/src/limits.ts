@@ -40,6 +40,14 @@ export const limits = {
   /** A consumer invocation's wall time on Cloudflare; a hung handler's lease runs this long. */
   consumerWallTimeSecondsDefault: 900,
 
+  /**
+   * celld's own: cells a host keeps open at once. Opening one more first closes the least
+   * recently used idle ones (they reopen on use). An open cell holds about five file descriptors
+   * (up to nine once checkpointed) and 400 KB; thousands of open queues exhausted a 20,000
+   * descriptor limit. Cells in use (a consumer, a waiting lease, leased messages) are not closed.
+   */
+  openCellsMax: 1_000,
+
   /** Producer calls one cell holds between arrival and commit; the next is refused. */
   producerCallsInFlightMax: 256,
   /** From when a message entered the queue, in every state. Not configurable. */

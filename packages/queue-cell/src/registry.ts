@@ -6,6 +6,7 @@ import type { QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { CellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
+import { limits } from "./limits.ts";
 import { QueueCell } from "./queue-cell.ts";
 import type { Durability } from "./sqlite-store.ts";
 
@@ -22,6 +23,11 @@ export interface CellRegistryOptions {
    * next use. Unset: cells stay open until closed.
    */
   idleCloseMs?: number;
+  /**
+   * Open cells above which opening another first closes the least recently used idle ones
+   * (limits.openCellsMax unless set). Cells in use stay open, so more may be open for a while.
+   */
+  openCellsMax?: number;
 }
 
 /**
@@ -29,7 +35,15 @@ export interface CellRegistryOptions {
  * A name maps to a file name that is safe on every filesystem and unique per name.
  */
 export class CellRegistry {
+  /** Open cells, least recently used first: open() moves a name to the end. */
   private readonly cells = new Map<string, Promise<QueueCell>>();
+  /** The cells of `cells` that have finished opening, for a synchronous look at their idleness (unordered). */
+  private readonly opened = new Map<string, QueueCell>();
+  /** Names a long-lived user holds open (hold()), with how many holds each. */
+  private readonly held = new Map<string, number>();
+  /** Cells closing in the background, by name: the next open of the name waits for it. */
+  private readonly closingCells = new Map<string, Promise<void>>();
+  private readonly openCellsMax: number;
   private readonly dir: string;
   private readonly clock: Clock;
   private readonly ids = new UlidSource();
@@ -47,6 +61,7 @@ export class CellRegistry {
   constructor(private readonly options: CellRegistryOptions) {
     this.dir = join(options.dataDir, "cells");
     this.clock = options.clock ?? systemClock;
+    this.openCellsMax = options.openCellsMax ?? limits.openCellsMax;
     // Every queue's messages are in here: no other local user may read them. The directory is the
     // registry's alone, so one an older version left open to others is closed as well.
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
@@ -63,14 +78,14 @@ export class CellRegistry {
   async closeIdle(idleMs: number): Promise<string[]> {
     const closed: string[] = [];
     for (const [name, opening] of [...this.cells]) {
+      if (this.held.has(name)) continue;
       const cell = await opening.catch(() => undefined);
       const since = cell?.idleSince();
       if (cell === undefined || since === undefined || this.clock.now() - since < idleMs) continue;
       // Still the same cell and still idle after the await: nothing else reopened or used it.
-      if (this.cells.get(name) !== opening || cell.idleSince() === undefined) continue;
-      this.cells.delete(name);
-      this.closedAt.set(name, cell.now());
-      await cell.close();
+      if (this.cells.get(name) !== opening || cell.idleSince() === undefined || this.held.has(name)) continue;
+      this.forget(name, cell);
+      await this.track(name, cell.close());
       closed.push(name);
     }
     return closed;
@@ -91,9 +106,14 @@ export class CellRegistry {
     if (this.closing) return Promise.reject(new CellError("ERR_CELL_CLOSED", `queue "${name}" is closed: every queue is closing`));
     const existing = this.cells.get(name);
     if (existing !== undefined) {
+      // Most recently used last: the eviction below closes from the front.
+      this.cells.delete(name);
+      this.cells.set(name, existing);
       return config === undefined ? existing : existing.then(async (cell) => (await cell.configure(config), cell));
     }
-    const opening = Promise.resolve().then(
+    this.evictIdle();
+    // A cell of this name still closing (evicted, or idle) finishes first: one connection a file.
+    const opening = (this.closingCells.get(name) ?? Promise.resolve()).then(
       () =>
         new QueueCell({
           name,
@@ -109,8 +129,72 @@ export class CellRegistry {
         }),
     );
     this.cells.set(name, opening);
-    opening.catch(() => this.cells.delete(name));
+    opening.then(
+      (cell) => {
+        if (this.cells.get(name) === opening) this.opened.set(name, cell);
+      },
+      () => {
+        if (this.cells.get(name) === opening) this.cells.delete(name);
+      },
+    );
     return opening;
+  }
+
+  /**
+   * Keeps `name`'s cell open until the returned function is called: neither the idle sweep nor
+   * the bound on open cells closes it. For a user that keeps the cell object (a consumer), which
+   * a close would leave with a closed cell.
+   */
+  hold(name: string): () => void {
+    this.held.set(name, (this.held.get(name) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.held.get(name) ?? 1) - 1;
+      if (n === 0) this.held.delete(name);
+      else this.held.set(name, n);
+    };
+  }
+
+  /**
+   * Makes room for one more cell under openCellsMax by closing the least recently used idle
+   * cells, however briefly idle: each cell holds about five file descriptors and a few hundred
+   * KB, and a host with thousands of queues ran out of descriptors (SQLITE_CANTOPEN for every
+   * further queue, and refused connections) long before the idle sweep's minutes had passed.
+   * Closes in the background; a reopen of the name waits for it (see open()).
+   */
+  private evictIdle(): void {
+    let excess = this.cells.size + 1 - this.openCellsMax;
+    if (excess <= 0) return;
+    for (const name of [...this.cells.keys()]) {
+      if (excess <= 0) break;
+      const cell = this.opened.get(name);
+      if (cell === undefined || this.held.has(name) || cell.idleSince() === undefined) continue;
+      this.forget(name, cell);
+      excess -= 1;
+      this.track(name, cell.close()).catch((error: unknown) => this.options.onBackgroundError?.(error));
+    }
+  }
+
+  /** Notes a close of `name` in closingCells until it ends, so a reopen of the name waits for it. */
+  private track(name: string, closing: Promise<void>): Promise<void> {
+    const settled = closing.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.closingCells.set(name, settled);
+    void settled.then(() => {
+      if (this.closingCells.get(name) === settled) this.closingCells.delete(name);
+    });
+    return closing;
+  }
+
+  /** Drops `name` from the open cells; `closing`, a cell closed while idle, has its time kept for its reopening. */
+  private forget(name: string, closing?: QueueCell): void {
+    this.cells.delete(name);
+    this.opened.delete(name);
+    if (closing !== undefined) this.closedAt.set(name, closing.now());
   }
 
   /**
@@ -164,8 +248,8 @@ export class CellRegistry {
 
   async close(name: string): Promise<void> {
     const cell = this.cells.get(name);
-    if (cell === undefined) return;
-    this.cells.delete(name);
+    if (cell === undefined) return void (await this.closingCells.get(name));
+    this.forget(name);
     await (await cell.catch(() => undefined))?.close();
   }
 
@@ -180,7 +264,7 @@ export class CellRegistry {
     this.cancelIdleSweep = undefined;
     cancel?.();
     try {
-      await Promise.all(this.openNames().map((name) => this.close(name)));
+      await Promise.all([...this.openNames().map((name) => this.close(name)), ...this.closingCells.values()]);
     } finally {
       this.closing = false;
     }

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { CellRegistry, ManualClock } from "../src/index.ts";
@@ -165,4 +165,67 @@ test("a cell closed idle and reopened goes on from the time it had reached, not 
   clock.advance(1);
   expect(await reopened.lease({ max: 1 })).toHaveLength(1);
   await registry.closeAll();
+});
+
+test("past openCellsMax, opening a cell first closes the least recently used idle ones; busy and held cells stay open", async () => {
+  const clock = new ManualClock();
+  const registry = new CellRegistry({ dataDir: tempDir(), clock, durability: "off", openCellsMax: 3 });
+  const a = await registry.open("a");
+  await a.send([text("kept")]);
+  const held = await registry.open("held");
+  const release = registry.hold("held");
+  const busy = await registry.open("busy");
+  const waiting = busy.lease({ max: 1, waitSeconds: 20 });
+  await settle();
+  await registry.open("a"); // a is now the most recently used: still it is the only idle one
+  const d = await registry.open("d");
+  expect(a.isClosed).toBe(true);
+  expect(held.isClosed).toBe(false);
+  expect(busy.isClosed).toBe(false);
+  expect(registry.openNames().sort()).toEqual(["busy", "d", "held"]);
+  // Nothing idle but d, once its opening group has run: it is closed for e, the rest stay open.
+  await settle();
+  await registry.open("e");
+  expect(d.isClosed).toBe(true);
+  expect(registry.openNames().sort()).toEqual(["busy", "e", "held"]);
+  // A closed cell reopens with its messages.
+  const reopened = await registry.open("a");
+  expect(reopened).not.toBe(a);
+  expect((await reopened.counts()).ready).toBe(1);
+  expect(held.isClosed).toBe(false);
+  // Once released, a held cell is closed like any idle one.
+  release();
+  await registry.open("f");
+  expect(held.isClosed).toBe(true);
+  await busy.send([text("m")]);
+  expect(await waiting).toHaveLength(1);
+  await registry.closeAll();
+});
+
+test("past openCellsMax, the cell closed is the one used least recently, not the one opened first", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "off", openCellsMax: 3 });
+  const a = await registry.open("a");
+  const b = await registry.open("b");
+  await registry.open("c");
+  await settle();
+  await (await registry.open("a")).send([text("used")]);
+  await registry.open("d");
+  expect(b.isClosed).toBe(true);
+  expect(a.isClosed).toBe(false);
+  expect(registry.openNames()).toEqual(["c", "a", "d"]);
+  await registry.closeAll();
+});
+
+test("openCellsMax bounds the open cells however many queues are used in turn, and their file descriptors with them", async () => {
+  const registry = new CellRegistry({ dataDir: tempDir(), durability: "full", openCellsMax: 10 });
+  const fds = (): number => readdirSync("/proc/self/fd").length;
+  const before = fds();
+  for (let i = 0; i < 60; i++) await (await registry.open(`q${i}`)).send([text(`m${i}`)]);
+  await settle();
+  expect(registry.openNames().length).toBeLessThanOrEqual(10);
+  // About five descriptors per open cell (file, log and index, twice), not per queue ever used.
+  expect(fds() - before).toBeLessThanOrEqual(10 * 9 + 5);
+  for (let i = 0; i < 60; i += 7) expect((await (await registry.open(`q${i}`)).counts()).ready).toBe(1);
+  await registry.closeAll();
+  expect(fds()).toBeLessThanOrEqual(before + 2);
 });

@@ -44,6 +44,8 @@ const hostLeaseOwner = 1;
 export class QueuesPlugin implements HostPlugin {
   readonly name = "queues";
   private readonly dispatchers: ConsumerDispatcher[] = [];
+  /** Releases of the consumers' holds on their cells (CellRegistry.hold). */
+  private readonly holds: Array<() => void> = [];
   /** The dispatch Worker's binding to each consumer Worker, by Worker name. */
   private readonly bindings: Map<string, string>;
   private client: QueueDispatchClient | undefined;
@@ -147,6 +149,9 @@ export class QueuesPlugin implements HostPlugin {
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         if (this.unopened.has(consumer.queue)) continue;
+        // The dispatcher keeps this cell object for good: neither the idle sweep nor the bound on
+        // open cells may close it under it (a pause between leases leaves it looking idle).
+        this.holds.push(registry.hold(consumer.queue));
         const cell = await registry.open(consumer.queue);
         // The data directory's lock says no other host runs: leases this consumer's owner holds
         // were taken by a host that died, and their batches will never be settled.
@@ -187,6 +192,7 @@ export class QueuesPlugin implements HostPlugin {
 
   async stop(graceMs: number): Promise<void> {
     await Promise.all(this.dispatchers.splice(0).map((d) => d.stop(graceMs)));
+    for (const release of this.holds.splice(0)) release();
     // Only now: a batch still running after the grace period was handed back, and dropping its
     // connection is what ends its wait.
     await this.client?.close();
