@@ -14,6 +14,12 @@ const msPerSecond = 1000;
 const retentionMs = limits.retentionSeconds * msPerSecond;
 // Expired leases and replays are read in slices, so no single query returns an unbounded list.
 const expirySliceRows = 1000;
+/**
+ * Expired rows one group deletes: 300,000 swept at once held the event loop 1.7 s (measured here),
+ * every queue and request of the host with it. A slice is a few tens of ms; the timer takes up
+ * the rest at once, in groups of their own.
+ */
+const sweepSliceRows = 5000;
 const moveSliceRows = 100;
 /**
  * A failed dead-letter move is tried again after this long, doubling while it keeps failing (a
@@ -183,6 +189,8 @@ export class QueueCell {
   /** The SQLite file, when the cell opened one: named when it is found damaged. */
   private readonly file: string | undefined;
   private lastActivityMs = 0;
+  /** Expired rows remain that the sweep's slices have not reached yet (see sweepSliceRows). */
+  private sweeping = false;
   /**
    * No lease expires and no row outlives retention before this time: a lower bound, lowered as
    * leases and rows are added and made exact by maintain(). -Infinity: not yet known.
@@ -640,8 +648,13 @@ export class QueueCell {
     if (nowMs < this.maintenanceDueAt) return;
     // An expired lease was a delivery that failed; the message is ready again from its end.
     this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
-    this.store.sweepEnqueuedBefore(nowMs - retentionMs);
+    const cutoffMs = nowMs - retentionMs;
+    this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
     const due = this.store.dueTimes();
+    const sweeping = due.oldestEnqueuedAt !== null && due.oldestEnqueuedAt <= cutoffMs;
+    // Once the last slice is gone, what waits for a lease may take what the sweep left.
+    if (this.sweeping && !sweeping) this.readyChanged = true;
+    this.sweeping = sweeping;
     this.maintenanceDueAt = Math.min(
       due.nextLeaseExpiryAt ?? Infinity,
       due.oldestEnqueuedAt === null ? Infinity : due.oldestEnqueuedAt + retentionMs,
@@ -672,6 +685,8 @@ export class QueueCell {
   }
 
   private leaseNow(nowMs: number, spec: Pick<WaiterSpec, "max" | "visibilityMs" | "owner">): LeasedMessage[] {
+    // Expired rows are still there until the sweep's last slice: none may be delivered.
+    if (this.sweeping) return [];
     const rows = this.store.lease(nowMs, spec.max, nowMs + spec.visibilityMs, spec.owner);
     if (rows.length > 0) this.maintenanceDueBy(nowMs + spec.visibilityMs);
     return rows;

@@ -137,6 +137,8 @@ export const statementSql = {
      WHERE state = ${MessageState.moving} AND seq > ? ORDER BY seq LIMIT ?`,
   firstYoungerThan: "SELECT seq FROM messages WHERE enqueued_at > ? ORDER BY seq LIMIT 1",
   sweepBefore: `DELETE FROM messages WHERE seq < ? RETURNING state, n, bytes`,
+  /** The seq of the row after the first N below a bound: where a sweep of N rows ends. */
+  seqAfterRows: "SELECT seq FROM messages WHERE seq < ? ORDER BY seq LIMIT 1 OFFSET ?",
   countDelayed: `SELECT coalesce(sum(n), 0) AS n FROM messages WHERE state = ${MessageState.ready} AND due_at > ?`,
   // NOT INDEXED: walk rows in seq order and stop at the first backlog row; through the state
   // index SQLite would collect every ready and leased row and sort them.

@@ -560,11 +560,15 @@ export class SqliteCellStore implements CellStore {
       .slice(0, limit);
   }
 
-  sweepEnqueuedBefore(cutoffMs: number): number {
+  sweepEnqueuedBefore(cutoffMs: number, maxRows?: number): number {
     // Entry times rise with seq (the cell never lets them go back), so the expired rows are a
     // prefix: find its end with one index walk instead of scanning the table.
     const first = this.stmt.firstYoungerThan.get(cutoffMs) as { seq: number } | undefined;
-    const end = first === undefined ? Number.MAX_SAFE_INTEGER : first.seq;
+    let end = first === undefined ? Number.MAX_SAFE_INTEGER : first.seq;
+    if (maxRows !== undefined) {
+      const past = this.stmt.seqAfterRows.get(end, maxRows) as { seq: number } | undefined;
+      if (past !== undefined) end = past.seq;
+    }
     return this.removedRows(this.stmt.sweepBefore.all(end) as Array<{ state: MessageState; n: number; bytes: number }>);
   }
 

@@ -151,8 +151,11 @@ export interface CellStore {
   deadInRange(fromMs: number, toMs: number, limit: number): MessageHead[];
   listByState(state: MessageState, afterSeq: number, limit: number): StoredMessage[];
 
-  /** Deletes every row that entered at or before `cutoffMs`; returns how many. */
-  sweepEnqueuedBefore(cutoffMs: number): number;
+  /**
+   * Deletes every row that entered at or before `cutoffMs`, or only the oldest `maxRows` of them;
+   * returns how many messages they held.
+   */
+  sweepEnqueuedBefore(cutoffMs: number, maxRows?: number): number;
   /** Deletes rows in the given states; returns how many. */
   purge(states: readonly MessageState[]): number;
 

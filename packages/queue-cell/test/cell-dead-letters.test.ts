@@ -308,6 +308,31 @@ describe("retention", () => {
     await h.cell.close();
   });
 
+  test("a large expired backlog is swept a slice at a time, each in a group of its own, and none of it is delivered meanwhile", async () => {
+    const h = cellHarness();
+    const expired = 12_000;
+    for (let i = 0; i < expired; i += 250) {
+      await Promise.all(Array.from({ length: 250 }, (_, j) => h.cell.send([text(`old-${i + j}`)])));
+    }
+    h.clock.advance(limits.retentionSeconds * 1000 - 1_000);
+    await h.cell.send([text("fresh")]);
+    h.clock.advance(2_000);
+    // One group deletes a slice, not the whole backlog: 300,000 rows at once held the event loop 1.7 s.
+    expect(await h.cell.lease({ max: 10 })).toEqual([]);
+    const first = await h.cell.counts();
+    expect(first.ready).toBeGreaterThan(1);
+    expect(first.ready).toBeLessThan(expired);
+    // The timer takes up the rest at once; a waiting lease gets the fresh message, and nothing older.
+    const waiting = h.cell.lease({ max: 10, waitSeconds: 20 });
+    for (let i = 0; i < 20; i++) {
+      h.clock.advance(1);
+      await settle();
+    }
+    expect(bodies(await waiting)).toEqual(["fresh"]);
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, leased: 1 });
+    await h.cell.close();
+  });
+
   test("a message moved into a dead-letter queue is retained from when it entered that queue", async () => {
     const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
     await h.cell.send([text("m")]);

@@ -221,6 +221,19 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("a retention sweep given maxRows removes only the oldest that many expired rows", () => {
+      const { store } = fresh();
+      store.transaction(() =>
+        store.insert([row("t1", { enqueuedAt: 1 }), row("t2", { enqueuedAt: 2 }), row("t3", { enqueuedAt: 3 }), row("t4", { enqueuedAt: 9 })]),
+      );
+      expect(store.transaction(() => store.sweepEnqueuedBefore(3, 2))).toBe(2);
+      expect(store.listByState(MessageState.ready, 0, 10).map((m) => m.id)).toEqual(["t3", "t4"]);
+      expect(store.transaction(() => store.sweepEnqueuedBefore(3, 2))).toBe(1);
+      expect(store.transaction(() => store.sweepEnqueuedBefore(3, 2))).toBe(0);
+      expect(store.listByState(MessageState.ready, 0, 10).map((m) => m.id)).toEqual(["t4"]);
+      store.close();
+    });
+
     test("the retention sweep removes exactly the rows that entered at or before the cutoff", () => {
       const { store } = fresh();
       store.transaction(() =>
