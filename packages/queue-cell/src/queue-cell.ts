@@ -20,6 +20,12 @@ const expirySliceRows = 1000;
  * the rest at once, in groups of their own.
  */
 const sweepSliceRows = 5000;
+/**
+ * Rows one group of a purge or a replay changes. Done in one group, purging 300,000 messages held
+ * the event loop 0.9 s (14 s on a busy machine) and replaying them 1.9 s (measured here); sliced,
+ * at most about 50 ms, and other queues' calls and the host's requests run between the groups.
+ */
+const bulkSliceRows = 5000;
 const moveSliceRows = 100;
 /**
  * A failed dead-letter move is tried again after this long, doubling while it keeps failing (a
@@ -479,17 +485,21 @@ export class QueueCell {
     const toMs = range.toMs ?? Number.MAX_SAFE_INTEGER;
     checkRange("fromMs", fromMs, 0, Number.MAX_SAFE_INTEGER, { integer: true });
     checkRange("toMs", toMs, fromMs, Number.MAX_SAFE_INTEGER, { integer: true });
-    return this.loop.submit((nowMs) => {
-      let replayed = 0;
-      for (;;) {
-        const heads = this.store.deadInRange(fromMs, toMs, expirySliceRows);
+    // A slice a group (see bulkSliceRows), each group's commit in turn. Messages dead-lettered
+    // after the first slice are not this call's: the range ends there.
+    let endMs: number | undefined;
+    let replayed = 0;
+    for (;;) {
+      const slice = await this.loop.submit((nowMs) => {
+        endMs ??= Math.min(toMs, nowMs + 1);
+        const heads = this.store.deadInRange(fromMs, endMs, bulkSliceRows);
         for (const head of heads) this.store.resetToReady(head, nowMs);
-        replayed += heads.length;
-        if (heads.length < expirySliceRows) break;
-      }
-      if (replayed > 0) this.readyChanged = true;
-      return { replayed };
-    });
+        if (heads.length > 0) this.readyChanged = true;
+        return heads.length;
+      });
+      replayed += slice;
+      if (slice < bulkSliceRows) return { replayed };
+    }
   }
 
   /**
@@ -498,11 +508,19 @@ export class QueueCell {
    */
   async purge(scope: "dead" | "all" = "all"): Promise<{ purged: number }> {
     this.assertOpen();
-    return this.loop.submit(() => {
-      const states =
-        scope === "dead" ? [MessageState.dead] : [MessageState.ready, MessageState.leased, MessageState.dead];
-      return { purged: this.store.purge(states) };
-    });
+    const states = scope === "dead" ? [MessageState.dead] : [MessageState.ready, MessageState.leased, MessageState.dead];
+    // A slice a group (see bulkSliceRows), until one finds nothing left; messages sent after the
+    // first slice are not this call's, or a steady producer could keep it going for ever.
+    let seqAtMost: number | undefined;
+    let purged = 0;
+    for (;;) {
+      const slice = await this.loop.submit(() => {
+        seqAtMost ??= this.store.seqHighWater();
+        return this.store.purge(states, { rows: bulkSliceRows, seqAtMost });
+      });
+      if (slice === 0) return { purged };
+      purged += slice;
+    }
   }
 
   async counts(): Promise<CellCounts> {

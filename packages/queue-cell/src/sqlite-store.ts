@@ -572,16 +572,24 @@ export class SqliteCellStore implements CellStore {
     return this.removedRows(this.stmt.sweepBefore.all(end) as Array<{ state: MessageState; n: number; bytes: number }>);
   }
 
-  purge(states: readonly MessageState[]): number {
+  purge(states: readonly MessageState[], slice?: { rows: number; seqAtMost: number }): number {
     if (states.length === 0) return 0;
     const list = states.map((s) => Number(s)).join(", ");
+    type Removed = Array<{ state: MessageState; n: number; bytes: number }>;
+    if (slice === undefined) {
+      return this.removedRows(this.db.prepare(`DELETE FROM messages WHERE state IN (${list}) RETURNING state, n, bytes`).all() as Removed);
+    }
     return this.removedRows(
-      this.db.prepare(`DELETE FROM messages WHERE state IN (${list}) RETURNING state, n, bytes`).all() as Array<{
-        state: MessageState;
-        n: number;
-        bytes: number;
-      }>,
+      this.db
+        .prepare(
+          `DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE state IN (${list}) AND seq <= ? LIMIT ?) RETURNING state, n, bytes`,
+        )
+        .all(slice.seqAtMost, slice.rows) as Removed,
     );
+  }
+
+  seqHighWater(): number {
+    return this.nextSeq - 1;
   }
 
   /** Counts out rows deleted in bulk; returns how many messages they held. */

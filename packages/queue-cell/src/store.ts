@@ -156,8 +156,13 @@ export interface CellStore {
    * returns how many messages they held.
    */
   sweepEnqueuedBefore(cutoffMs: number, maxRows?: number): number;
-  /** Deletes rows in the given states; returns how many. */
-  purge(states: readonly MessageState[]): number;
+  /**
+   * Deletes rows in the given states; returns how many messages they held. With `slice`, only up
+   * to `slice.rows` of them, among those whose seq is at most `slice.seqAtMost`.
+   */
+  purge(states: readonly MessageState[], slice?: { rows: number; seqAtMost: number }): number;
+  /** The highest seq any row holds or has held: a row inserted later has a higher one. */
+  seqHighWater(): number;
 
   totals(): StoreTotals;
   /** Ready rows whose visible time is after `nowMs`. */

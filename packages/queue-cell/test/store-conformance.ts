@@ -259,6 +259,19 @@ export function describeStoreConformance(backend: string, openStore: (dir: strin
       store.close();
     });
 
+    test("a purge given a slice removes at most its rows, none above its seq, and seqHighWater bounds every row", () => {
+      const { store } = fresh();
+      for (const id of ["a", "b", "c"]) store.transaction(() => store.insert([row(id)]));
+      const high = store.seqHighWater();
+      store.transaction(() => store.insert([row("d")]));
+      expect(store.seqHighWater()).toBeGreaterThan(high);
+      expect(store.transaction(() => store.purge([MessageState.ready], { rows: 2, seqAtMost: high }))).toBe(2);
+      expect(store.transaction(() => store.purge([MessageState.ready], { rows: 2, seqAtMost: high }))).toBe(1);
+      expect(store.transaction(() => store.purge([MessageState.ready], { rows: 2, seqAtMost: high }))).toBe(0);
+      expect(store.listByState(MessageState.ready, 0, 10).map((m) => m.id)).toEqual(["d"]);
+      store.close();
+    });
+
     test("purge removes the named states only", () => {
       const { store } = fresh();
       store.transaction(() => store.insert([row("a"), row("b")]));
