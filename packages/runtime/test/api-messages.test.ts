@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
 import { leaseForClient } from "../src/api/lease-handoff.ts";
@@ -231,6 +232,45 @@ describe("long poll", () => {
     expect(again.every((m) => m.leaseGeneration > 1)).toBe(true);
     const late = await cell.ack(again.map((m) => ({ id: m.id, leaseGeneration: 1 })));
     expect(late.staleLeases).toHaveLength(2);
+  });
+
+  it("a lease leaves nothing attached to the server's long-lived stop signal once it returns", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const cell = await h.registry.open(`${testEnv}/queues/jobs`);
+    const stopping = new AbortController();
+    for (let i = 0; i < 200; i++) {
+      await leaseForClient(cell, { max: 1 }, new AbortController().signal, [stopping.signal, new AbortController().signal]);
+    }
+    // AbortSignal.any kept one dependant a call on Node 20, collected or not: a leak of every lease.
+    const dependants = Object.getOwnPropertySymbols(stopping.signal).find((s) => s.description === "kDependantSignals");
+    const kept = dependants === undefined ? undefined : (stopping.signal as unknown as Record<symbol, Set<unknown> | undefined>)[dependants];
+    expect(kept?.size ?? 0).toBe(0);
+    expect(getEventListeners(stopping.signal, "abort")).toHaveLength(0);
+    // Still one signal: a stop ends a waiting lease.
+    const waiting = leaseForClient(cell, { max: 1, waitSeconds: 20 }, new AbortController().signal, [stopping.signal]);
+    stopping.abort();
+    expect(await waiting).toEqual([]);
+  });
+
+  it("many polls waiting at once raise no listener-leak warning", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(warning.name);
+    process.on("warning", onWarning);
+    try {
+      const polls = [];
+      for (let i = 0; i < 12; i++) {
+        polls.push(await h.whenWaiting(() => h.call("POST", `${h.queuePath("jobs")}:lease`, { body: { wait: 20 } })));
+      }
+      await h.server.close();
+      for (const poll of polls) expect((await poll.result).status).toBe(200);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).toEqual([]);
   });
 
   it("the server stopping answers a waiting poll empty", async () => {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
@@ -87,6 +88,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   };
   const router = new Router(apiRoutes);
   const stopping = new AbortController();
+  // Every waiting lease listens to it, and detaches when it returns (see lease-handoff.ts): a
+  // thousand concurrent polls are a thousand listeners, not a leak to warn about.
+  setMaxListeners(0, stopping.signal);
   const inflight = new Set<Promise<void>>();
   const timeouts: ApiServerTimeouts = {
     headersMs: apiLimits.headersTimeoutMs,
