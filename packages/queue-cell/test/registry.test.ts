@@ -167,6 +167,30 @@ test("a cell closed idle and reopened goes on from the time it had reached, not 
   await registry.closeAll();
 });
 
+test("a cell closed to make room under openCellsMax also goes on from the time it had reached", async () => {
+  const dataDir = tempDir();
+  const first = new CellRegistry({ dataDir, clock: new ManualClock(), durability: "off" });
+  const sentAt = (await (await first.open("q")).send([text("m")])).metrics.oldestMessageTimestamp;
+  await first.closeAll();
+  // As above, on a clock three hours slow; here the cell is closed because another is opened.
+  const clock = new ManualClock(sentAt - 3 * 3_600_000);
+  const registry = new CellRegistry({ dataDir, clock, durability: "off", openCellsMax: 1 });
+  const cell = await registry.open("q");
+  clock.advance(3_600_000);
+  const [m] = await cell.lease({ max: 1 });
+  await cell.nack([{ id: m!.id, leaseGeneration: m!.leaseGeneration, delaySeconds: 3_600 }]);
+  clock.advance(60_000);
+  await settle();
+  await registry.open("other");
+  expect(registry.openNames()).toEqual(["other"]);
+  const reopened = await registry.open("q");
+  clock.advance(3_540_000 - 1);
+  expect(await reopened.lease({ max: 1 })).toEqual([]);
+  clock.advance(1);
+  expect(await reopened.lease({ max: 1 })).toHaveLength(1);
+  await registry.closeAll();
+});
+
 test("past openCellsMax, opening a cell first closes the least recently used idle ones; busy and held cells stay open", async () => {
   const clock = new ManualClock();
   const registry = new CellRegistry({ dataDir: tempDir(), clock, durability: "off", openCellsMax: 3 });
