@@ -8,6 +8,7 @@ import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { setWorkerdV8Flags } from "../miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd-v8-flags-default.ts";
+import { dataDirAccessWarning } from "./data-dir-access.ts";
 import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
@@ -69,6 +70,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const listenHost = options.host ?? "127.0.0.1";
   const listenPort = options.port ?? 8787;
   try {
+    const access = dataDirAccessWarning(options.dataDir);
+    if (access !== undefined) log.warn(access);
     // Before the port check: a workerd left by a host that was killed holds the port it had.
     for (const pid of await stopLeftoverWorkerd(options.dataDir)) {
       log.warn(`stopped workerd (pid ${pid}), left running by a celld on this data directory that was killed`);
