@@ -50,7 +50,13 @@ export interface RunningHost {
 export async function runHost(
   configs: string[],
   dataDir: string,
-  options: { wallTimeSeconds?: number; clock?: ManualClock; batchBytesInFlightMax?: number; workerdV8Flags?: readonly string[] } = {},
+  options: {
+    wallTimeSeconds?: number;
+    clock?: ManualClock;
+    batchBytesInFlightMax?: number;
+    workerdV8Flags?: readonly string[];
+    openFilesLimit?: number;
+  } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
   const log = new MemoryHostLog();
@@ -65,6 +71,7 @@ export async function runHost(
     consumerWallTimeSeconds: options.wallTimeSeconds ?? 30,
     consumerBatchBytesInFlightMax: options.batchBytesInFlightMax,
     workerdV8Flags: options.workerdV8Flags,
+    openFilesLimit: options.openFilesLimit,
     onBatch: (report) => batches.push(report),
   });
   return {

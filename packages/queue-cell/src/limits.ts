@@ -42,11 +42,25 @@ export const limits = {
 
   /**
    * celld's own: cells a host keeps open at once. Opening one more first closes the least
-   * recently used idle ones (they reopen on use). An open cell holds about five file descriptors
-   * (up to nine once checkpointed) and 400 KB; thousands of open queues exhausted a 20,000
-   * descriptor limit. Cells in use (a consumer, a waiting lease, leased messages) are not closed.
+   * recently used idle ones (they reopen on use). An open cell holds openCellFileDescriptors and
+   * 400 KB; thousands of open queues exhausted a 20,000 descriptor limit. Cells in use (a
+   * consumer, a waiting lease, leased messages) are not closed. The host lowers it to fit the
+   * process's descriptor limit (openCellsFileDescriptorShare).
    */
   openCellsMax: 1_000,
+  /**
+   * File descriptors one open cell holds: its database, log and shared-memory files on two
+   * connections (5 measured on Linux; up to 9 while the checkpointer's thread has the file open).
+   */
+  openCellFileDescriptors: 5,
+  /**
+   * The share of the process's open-files limit (RLIMIT_NOFILE) that open cells may take; the host
+   * lowers openCellsMax to fit. The rest is for sockets: the API's clients, workerd's connections
+   * to celld, Miniflare's. At 4,096 descriptors and 1,000 cells of 5, queue number 800 or so found
+   * none left: every further queue failed with SQLITE_CANTOPEN and connections were refused. Half
+   * keeps even cells that all hold 9 under the limit.
+   */
+  openCellsFileDescriptorShare: 0.5,
 
   /** Producer calls one cell holds between arrival and commit; the next is refused. */
   producerCallsInFlightMax: 256,

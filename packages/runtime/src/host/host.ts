@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
-import { CellRegistry, isCellError, systemClock, type Clock, type Durability } from "@celld/queue-cell";
+import { CellRegistry, isCellError, limits, systemClock, type Clock, type Durability } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker, type WorkerBundle } from "../bundle.ts";
@@ -14,6 +14,7 @@ import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-or
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim } from "./handler-error-shim.ts";
+import { openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
@@ -37,6 +38,11 @@ export interface HostOptions {
   consumerWallTimeSeconds?: number;
   /** Body bytes all consumers' unsettled batches may hold (limits.consumerBatchBytesInFlightMax). */
   consumerBatchBytesInFlightMax?: number;
+  /**
+   * The process's open-files limit, which bounds the cells kept open (see openCellsMaxFor). Read
+   * from /proc/self/limits on Linux unless set; elsewhere unknown, and limits.openCellsMax holds.
+   */
+  openFilesLimit?: number;
   /**
    * Told once if workerd exits while the host runs (not when close() stops it). Nothing runs a
    * Worker after that; the host has logged it. `celld dev` stops.
@@ -81,9 +87,13 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw error;
   }
+  const openFilesLimit = options.openFilesLimit ?? readOpenFilesLimit();
+  const openCellsMax = openCellsMaxFor(openFilesLimit);
+  if (openFilesLimit !== undefined && openCellsMax < limits.openCellsMax) log.info(openCellsLoweredMessage(openFilesLimit, openCellsMax));
   let registry: CellRegistry;
   try {
     registry = new CellRegistry({
+      openCellsMax,
       dataDir: options.dataDir,
       clock,
       durability: options.durability ?? "full",
