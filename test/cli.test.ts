@@ -103,6 +103,8 @@ test("celld dev serves the Worker, queues survive SIGINT, and a restart carries 
   first.kill("SIGINT");
   expect(await first.exited).toBe(0);
   expect(first.output()).toContain("stopped");
+  // The declared queue's file, with its log and index: a few tens of KB.
+  expect(first.output()).toMatch(new RegExp(`\\[celld\\] data directory: ${join(p.dir, ".celld").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} \\(1 queue on disk, [\\d.]+ KB\\)\n`));
 
   const second = run(["dev", "--port", "0", "--data", join(p.dir, ".celld")], p.dir);
   const [, url2] = await waitFor(second, /listening on (http:\/\/\S+)/);

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { QueueConfig } from "./cell-config.ts";
@@ -229,6 +229,23 @@ export class CellRegistry {
       }
     }
     return names.sort();
+  }
+
+  /**
+   * The queue files on disk, open or not, and the bytes they take with their logs and indexes:
+   * from the directory's listing and the files' sizes, without opening any (a file another
+   * program left here counts as a queue).
+   */
+  diskUsage(): { queues: number; bytes: number } {
+    let queues = 0;
+    let bytes = 0;
+    for (const file of readdirSync(this.dir)) {
+      if (!/\.sqlite(-wal|-shm)?$/.test(file)) continue;
+      if (file.endsWith(".sqlite")) queues += 1;
+      // A queue dropped meanwhile has no file left to measure.
+      bytes += statSync(join(this.dir, file), { throwIfNoEntry: false })?.size ?? 0;
+    }
+    return { queues, bytes };
   }
 
   /** Closes the cell if open and removes its files: every message of the queue is gone. */

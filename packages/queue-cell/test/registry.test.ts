@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { CellRegistry, ManualClock } from "../src/index.ts";
@@ -252,4 +252,22 @@ test("openCellsMax bounds the open cells however many queues are used in turn, a
   for (let i = 0; i < 60; i += 7) expect((await (await registry.open(`q${i}`)).counts()).ready).toBe(1);
   await registry.closeAll();
   expect(fds()).toBeLessThanOrEqual(before + 2);
+});
+
+test("diskUsage counts the queue files on disk, open or closed, and their bytes with log and index, opening none", async () => {
+  const dataDir = tempDir();
+  const registry = new CellRegistry({ dataDir, durability: "off" });
+  expect(registry.diskUsage()).toEqual({ queues: 0, bytes: 0 });
+  await (await registry.open("a")).send([text("x".repeat(10_000))]);
+  await registry.open("b");
+  await registry.close("b");
+  const cells = join(dataDir, "cells");
+  const files = readdirSync(cells);
+  const bytes = files.reduce((sum, file) => sum + statSync(join(cells, file)).size, 0);
+  expect(files.filter((file) => file.endsWith("-wal")).length).toBeGreaterThan(0);
+  expect(registry.diskUsage()).toEqual({ queues: 2, bytes });
+  // Nothing else in the directory counts.
+  writeFileSync(join(cells, "notes.txt"), "not a queue");
+  expect(registry.diskUsage()).toEqual({ queues: 2, bytes });
+  await registry.closeAll();
 });

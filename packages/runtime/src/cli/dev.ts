@@ -5,6 +5,7 @@ import { DataDirUnusableError } from "../host/data-dir-lock.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import type { DevArgs } from "./args.ts";
+import { dataDirLine } from "./data-dir-line.ts";
 
 /** How long in-flight batches may run on shutdown before they are handed back to their queues. */
 const shutdownGraceMs = 10_000;
@@ -127,7 +128,7 @@ export async function dev(args: DevArgs): Promise<number> {
   const first = deployment.workers[0]!;
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
   if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
-  log.info(`data directory: ${args.dataDir}`);
+  log.info(dataDirLine(args.dataDir, host.registry.diskUsage()));
   if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
   return stopped;
 }
