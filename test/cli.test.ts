@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -269,6 +269,8 @@ test("a data directory, or a queue's file in it, that cannot be written is one c
   const data = join(p.dir, "data");
   // Directories where the files belong stand in for a full disk, which needs root to arrange.
   mkdirSync(join(data, "celld.lock"), { recursive: true });
+  // This user's alone, as celld makes one: an open directory would add its warning to the output.
+  chmodSync(data, 0o700);
   const locked = run(["dev", "--port", "0", "--data", data], p.dir);
   expect(await locked.exited).toBe(1);
   expect(locked.output().trim()).toBe(
