@@ -55,7 +55,8 @@ import {
 } from "./sqlite-rows.ts";
 import { CheckpointFlushError, WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
-import { WalSync, type SyncFile } from "./wal-sync.ts";
+import { WalSync, type LostFlush, type SyncFile } from "./wal-sync.ts";
+import { FileIdentity } from "./file-identity.ts";
 
 /**
  * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
@@ -147,6 +148,10 @@ export class SqliteCellStore implements CellStore {
   private checkpointFlushFailure: CellError | undefined;
   /** Set for good by a transaction that found the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB). */
   private damaged: CellError | undefined;
+  /** The database file and its log as opened, to tell one deleted or moved since (see filesLost). */
+  private files: FileIdentity | undefined;
+  /** Set for good when they were found deleted or moved (with `full`, WalSync keeps it instead). */
+  private filesGone: CellError | undefined;
   private readonly copyLog: (path: string) => Promise<void>;
 
   constructor(
@@ -175,7 +180,12 @@ export class SqliteCellStore implements CellStore {
         // (no change of file size to journal), and the checkpoint skips truncating and syncing a
         // 16 MiB file (2 ms against 70-90 ms measured). A log that overshot is cut back to this.
         this.db.pragma(`journal_size_limit = ${this.checkpointWalBytes}`);
-        this.walSync = new WalSync(`${path}-wal`, options.syncFile, () => this.checkpointIfLarge());
+        this.walSync = new WalSync(
+          `${path}-wal`,
+          options.syncFile,
+          () => this.checkpointIfLarge(),
+          () => this.filesLost(),
+        );
       } else {
         this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
       }
@@ -198,6 +208,8 @@ export class SqliteCellStore implements CellStore {
       const packStats = this.stmt.packStats.get() as { n: number; floor: string };
       this.packs = packStats.n;
       this.packIdFloor = packStats.floor;
+      // The log exists from the first read of a WAL database on, and stays until the last close.
+      this.files = FileIdentity.of([path, `${path}-wal`]);
       if (this.walSync !== undefined) {
         // Opening a WAL database leaves its log file in place; flush what recovery or the schema
         // wrote before anything is built on it.
@@ -224,17 +236,50 @@ export class SqliteCellStore implements CellStore {
    * database file in a checkpoint failed. Undefined while every flush has worked.
    */
   get failed(): CellError | undefined {
-    return this.walSync?.failed ?? this.checkpointFlushFailure ?? this.damaged;
+    return this.walSync?.failed ?? this.checkpointFlushFailure ?? this.damaged ?? this.filesGone;
   }
 
   durable(): Promise<void> | undefined {
-    if (this.walSync === undefined) return undefined;
     // Every write of a group is an INSERT, UPDATE or DELETE, and SQLite counts the rows they
     // change: an unchanged count means the group appended nothing to the log.
     const changes = (this.stmt.totalChanges.get() as { n: number }).n;
     const wrote = changes !== this.changesAtLastDurable;
     this.changesAtLastDurable = changes;
-    return this.walSync.durable(wrote);
+    if (this.walSync !== undefined) return this.walSync.durable(wrote);
+    // Without a flush of its own the commit is the flush: the files are looked at after it.
+    const lost = wrote ? this.filesLost() : undefined;
+    if (lost === undefined) return undefined;
+    this.filesGone ??= lost.stopped;
+    return Promise.reject(lost.uncertain);
+  }
+
+  /**
+   * After a flush (with `full`, WalSync asks; otherwise after each commit that wrote): whether the
+   * database file or its log was deleted, moved or replaced while open. `rm cells/<queue>.sqlite*`
+   * under a running celld left it answering sends into files no name led to any more, each one lost
+   * at the next restart. The flush's calls are told they may not be on disk, and the store takes no
+   * more writes (they could only go the same way) until it is opened anew. Two stats, a few
+   * microseconds, once per flush rather than per call.
+   */
+  private filesLost(): LostFlush | undefined {
+    const what = this.files?.changed();
+    if (what === undefined) return undefined;
+    const cause = Object.assign(new Error(what), { code: "ERR_CELL_FILES_MOVED" });
+    const words = `its files were deleted or moved while the queue was open (${what})`;
+    return {
+      uncertain: new CellError(
+        "ERR_STORAGE",
+        `the queue's storage failed: ${words}; this call may not be on disk, and the queue takes no more writes until ` +
+          `celld is restarted, which opens what is at ${this.path} then (the queue starts empty if nothing is)`,
+        { cause },
+      ),
+      stopped: new CellError(
+        "ERR_STORAGE",
+        `the queue's storage failed: ${words}, so it takes no more writes until celld is restarted, which opens what is ` +
+          `at ${this.path} then (the queue starts empty if nothing is)`,
+        { cause },
+      ),
+    };
   }
 
   transaction<T>(fn: () => T): T {

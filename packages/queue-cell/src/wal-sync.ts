@@ -5,6 +5,17 @@ import { CellError } from "./errors.ts";
 /** Flushes a file's data to disk and calls back; fs.fdatasync, or a test's stand-in. */
 export type SyncFile = (fd: number, done: (error: Error | null) => void) => void;
 
+/**
+ * A flush that worked may still not have put its commits where the next open looks (see
+ * SqliteCellStore's filesLost): why its callers may not be on disk, and why no more writes are taken.
+ */
+export interface LostFlush {
+  /** For the callers of the flush and of the groups committed while it ran. */
+  uncertain: CellError;
+  /** For every later call. */
+  stopped: CellError;
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -37,6 +48,8 @@ export class WalSync {
     private readonly syncFile: SyncFile = fdatasync,
     /** Told after each successful flush, with no flush running (the store checkpoints then). */
     private readonly afterFlush: () => void = () => {},
+    /** Asked after each successful flush, before anyone is answered: whether it counts all the same. */
+    private readonly lostAfterFlush: () => LostFlush | undefined = () => undefined,
   ) {}
 
   /**
@@ -97,30 +110,18 @@ export class WalSync {
     this.running = true;
     this.syncFile(fd, (error) => {
       this.running = false;
-      if (error === null) {
+      const lost = error === null ? this.lostAfterFlush() : failedFlush(error);
+      if (lost === undefined) {
         for (const w of batch) w.resolve();
       } else {
-        // What the disk holds is unknown: no caller is told its write is durable, and each is told
-        // that it may have taken effect all the same (it is in the log, and a restart may find it).
-        this.failure ??= new CellError(
-          "ERR_STORAGE",
-          `the queue's storage failed: flushing its log to disk failed earlier (${error.message}), so it takes no ` +
-            "more writes until celld is restarted; what was answered before that failure is on disk",
-          { cause: error },
-        );
-        const uncertain = new CellError(
-          "ERR_STORAGE",
-          `the queue's storage failed: flushing its log to disk failed (${error.message}); this call may or may not ` +
-            "have taken effect, and the queue takes no more writes until celld is restarted",
-          { cause: error },
-        );
+        this.failure ??= lost.stopped;
         // Those committed while this flush ran wait for the next, which will not come: their
         // writes are in the log as well.
-        for (const w of batch.concat(this.waiting.splice(0))) w.reject(uncertain);
+        for (const w of batch.concat(this.waiting.splice(0))) w.reject(lost.uncertain);
       }
       if (this.waiting.length > 0) this.flush();
       else if (this.closed) this.release();
-      else if (error === null) this.afterFlush();
+      else if (lost === undefined) this.afterFlush();
     });
   }
 
@@ -129,4 +130,25 @@ export class WalSync {
     closeSync(this.fd);
     this.fd = undefined;
   }
+}
+
+/**
+ * What the disk holds is unknown: no caller is told its write is durable, and each is told that it
+ * may have taken effect all the same (it is in the log, and a restart may find it).
+ */
+function failedFlush(error: Error): LostFlush {
+  return {
+    stopped: new CellError(
+      "ERR_STORAGE",
+      `the queue's storage failed: flushing its log to disk failed earlier (${error.message}), so it takes no ` +
+        "more writes until celld is restarted; what was answered before that failure is on disk",
+      { cause: error },
+    ),
+    uncertain: new CellError(
+      "ERR_STORAGE",
+      `the queue's storage failed: flushing its log to disk failed (${error.message}); this call may or may not ` +
+        "have taken effect, and the queue takes no more writes until celld is restarted",
+      { cause: error },
+    ),
+  };
 }

@@ -3,7 +3,7 @@
  * (`CellError.storage`) that the HTTP API and the Worker binding act on. Failures are injected
  * through the store (a full disk) and the log's flush (a SyncFile stand-in).
  */
-import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
@@ -87,6 +87,65 @@ describe("a failed flush of the log", () => {
     );
     expect(later.storage).toMatchObject({ cause: "disk-full", mayHaveTakenEffect: false, writesStopped: true });
     await cell.close();
+  });
+});
+
+describe("a queue whose files are deleted or moved while it is open", () => {
+  const opened = (path: string, durability: "full" | "normal"): QueueCell =>
+    new QueueCell({ name: "jobs", store: new SqliteCellStore(path, { durability }), clock: new ManualClock() });
+
+  for (const durability of ["full", "normal"] as const) {
+    test(`(durability ${durability}) refuses the send that went into them, saying it may not be on disk, and takes no more writes`, async () => {
+      const dir = tempDir();
+      const path = join(dir, "q.sqlite");
+      const cell = opened(path, durability);
+      await cell.send([text("before")]);
+      for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix);
+      const first = await rejection(cell.send([text("into the deleted files")]));
+      expect(first.message).toBe(
+        `the queue's storage failed: its files were deleted or moved while the queue was open (${path} is gone); this call ` +
+          `may not be on disk, and the queue takes no more writes until celld is restarted, which opens what is at ${path} ` +
+          "then (the queue starts empty if nothing is)",
+      );
+      expect(first.storage).toMatchObject({ queue: "jobs", mayHaveTakenEffect: true, writesStopped: true });
+      const later = await rejection(cell.send([text("refused")]));
+      expect(later.message).toMatch(/^the queue's storage failed: its files were deleted or moved while the queue was open \(.* is gone\), so it takes no more writes until celld is restarted, .*; nothing of this call was written$/);
+      expect(later.storage).toMatchObject({ mayHaveTakenEffect: false, writesStopped: true });
+      await expect(cell.lease({ max: 1 })).rejects.toMatchObject({ code: "ERR_STORAGE" });
+      // Never idle, so a registry keeps it refusing rather than closing it and opening an empty queue.
+      expect(cell.idleSince()).toBeUndefined();
+      await cell.close();
+      expect(existsSync(path)).toBe(false);
+    });
+  }
+
+  test("a log deleted alone, or a database file replaced by another, is found too", async () => {
+    const dir = tempDir();
+    const logGone = join(dir, "a.sqlite");
+    const a = opened(logGone, "full");
+    await a.send([text("a")]);
+    rmSync(`${logGone}-wal`);
+    expect((await rejection(a.send([text("a")]))).message).toContain(`(${logGone}-wal is gone)`);
+    await a.close();
+
+    const replaced = join(dir, "b.sqlite");
+    const b = opened(replaced, "normal");
+    await b.send([text("b")]);
+    copyFileSync(replaced, join(dir, "copy"));
+    renameSync(join(dir, "copy"), replaced);
+    expect((await rejection(b.send([text("b")]))).message).toContain(`(${replaced} is another file now)`);
+    await b.close();
+  });
+
+  test("a cell whose files stay where they are takes writes, and its reopening finds them", async () => {
+    const path = join(tempDir(), "q.sqlite");
+    const cell = opened(path, "full");
+    await cell.send([text("kept")]);
+    expect((await cell.lease({ max: 1 })).length).toBe(1);
+    await cell.close();
+    const again = opened(path, "full");
+    expect((await again.counts()).leased).toBe(1);
+    await again.close();
   });
 });
 
