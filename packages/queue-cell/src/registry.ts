@@ -213,19 +213,30 @@ export class CellRegistry {
     return [...this.cells.keys()];
   }
 
-  /** Every cell on disk, open or not. */
+  /**
+   * Every cell on disk, open or not. What is not a regular file (a directory, a socket) is passed
+   * over; a file that cannot be opened or read (out of descriptors, removed meanwhile, damaged, not
+   * a database) is told to onWarning and passed over, rather than failing the whole listing.
+   */
   storedNames(): string[] {
     const names: string[] = [];
     for (const file of readdirSync(this.dir)) {
       if (!file.endsWith(".sqlite")) continue;
-      const db = new Database(join(this.dir, file), { readonly: true });
+      const path = join(this.dir, file);
+      let db: Database.Database | undefined;
       try {
+        // Followed, as SQLite would follow a link to a cell's file.
+        if (!statSync(path).isFile()) continue;
+        db = new Database(path, { readonly: true, fileMustExist: true });
         const row = db.prepare("SELECT value FROM meta WHERE key = 'name'").get() as { value: string } | undefined;
         if (row !== undefined) names.push(row.value);
-      } catch {
-        // A file another program left here is not a cell.
+      } catch (error) {
+        // A SQLite file of another program, without the table, is not a cell; anything else may be one.
+        if (!(error instanceof Database.SqliteError && /^no such table: meta$/.test(error.message))) {
+          this.options.onWarning?.(`${path} is left out of the stored queues: it could not be read: ${(error as Error).message}`);
+        }
       } finally {
-        db.close();
+        db?.close();
       }
     }
     return names.sort();

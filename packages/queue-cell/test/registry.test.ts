@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import Database from "better-sqlite3";
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { CellRegistry, ManualClock } from "../src/index.ts";
@@ -63,6 +64,26 @@ test("with idleCloseMs set, a timer closes idle cells", async () => {
   expect(cell.isClosed).toBe(true);
   await registry.closeAll();
   expect(clock.pendingTimers()).toBe(0);
+});
+
+test("storedNames passes over what is not a regular file, and tells of a file it cannot read rather than failing", async () => {
+  const warnings: string[] = [];
+  const dataDir = tempDir();
+  const registry = new CellRegistry({ dataDir, durability: "off", onWarning: (message) => warnings.push(message) });
+  await (await registry.open("kept")).send([text("m")]);
+  const cells = join(dataDir, "cells");
+  mkdirSync(join(cells, "a-directory.sqlite"));
+  writeFileSync(join(cells, "notes.sqlite"), "not a database, but perhaps a damaged cell");
+  symlinkSync(join(cells, "loop.sqlite"), join(cells, "loop.sqlite"));
+  const foreign = new Database(join(cells, "foreign.sqlite"));
+  foreign.exec("CREATE TABLE t (x)");
+  foreign.close();
+  expect(registry.storedNames()).toEqual(["kept"]);
+  expect(warnings.sort()).toEqual([
+    `${join(cells, "loop.sqlite")} is left out of the stored queues: it could not be read: ELOOP: too many symbolic links encountered, stat '${join(cells, "loop.sqlite")}'`,
+    `${join(cells, "notes.sqlite")} is left out of the stored queues: it could not be read: file is not a database`,
+  ]);
+  await registry.closeAll();
 });
 
 test("drop removes a queue's file", async () => {
