@@ -215,9 +215,10 @@ export class QueueCell {
     this.clock = options.clock ?? systemClock;
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
+    let stored: string | undefined;
     try {
       this.checkStoredName();
-      const stored = this.store.getMeta("config");
+      stored = this.store.getMeta("config");
       const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
       this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
       // Checked before anything is written: a refused open leaves the file as it was.
@@ -258,10 +259,15 @@ export class QueueCell {
     });
     this.waiters = new LeaseWaiters(this.cellClock, () => this.serveWaiters());
     try {
-      this.store.transaction(() => {
-        this.store.setMeta("config", JSON.stringify(this.config));
-        this.store.setMeta("name", this.name);
-      });
+      // Written only when changed: a reopen that wrote them again left a commit to flush and a
+      // log to checkpoint at close for every open of an unchanged queue.
+      const config = JSON.stringify(this.config);
+      if (config !== stored || this.store.getMeta("name") !== this.name) {
+        this.store.transaction(() => {
+          this.store.setMeta("config", config);
+          this.store.setMeta("name", this.name);
+        });
+      }
     } catch (error) {
       this.store.close();
       throw this.callFailed(error, "commit");

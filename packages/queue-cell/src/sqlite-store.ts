@@ -197,12 +197,7 @@ export class SqliteCellStore implements CellStore {
       this.addMissingColumns();
       this.db.exec(schemaAfterColumns);
       if (version < cellFormatVersion) this.db.pragma(`user_version = ${cellFormatVersion}`);
-      const db = this.db;
-      this.stmt = Object.fromEntries(
-        Object.entries(statementSql).map(([name, sql]) => [name, db.prepare(sql)]),
-      ) as Record<StatementName, Database.Statement>;
-      // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
-      this.stmt.removeHeld.raw(true);
+      this.stmt = preparedOnFirstUse(this.db);
       this.counts = this.readTotals();
       this.nextSeq = (this.stmt.nextSeq.get() as { next: number }).next;
       const packStats = this.stmt.packStats.get() as { n: number; floor: string };
@@ -215,7 +210,9 @@ export class SqliteCellStore implements CellStore {
         // wrote before anything is built on it.
         this.walSync.open();
         this.walIndex = WalIndex.open(`${path}-shm`);
-        this.checkpoint();
+        // A log with nothing to copy (a clean close deleted it; this open created it empty) needs
+        // no checkpoint: it would copy nothing, and costs three pragmas on every reopen.
+        if (this.walIndex.uncheckpointedBytes() > 0) this.checkpoint();
       }
     } catch (error) {
       // The open's checkpoint flushes both files: one that failed leaves the log as the record.
@@ -938,6 +935,30 @@ export class SqliteCellStore implements CellStore {
         break;
     }
   }
+}
+
+/**
+ * The store's statements, each prepared when first used: preparing all of them at open was about
+ * 1 ms of every open (a third of it), most of them unused by a cell that opens, takes a few calls
+ * and closes again under the bound on open cells. A statement becomes a plain property once
+ * prepared, so later uses cost what they did.
+ */
+function preparedOnFirstUse(db: Database.Database): Record<StatementName, Database.Statement> {
+  const statements = {} as Record<StatementName, Database.Statement>;
+  for (const [name, sql] of Object.entries(statementSql) as Array<[StatementName, string]>) {
+    Object.defineProperty(statements, name, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const statement = db.prepare(sql);
+        // Rows as arrays: an ack's 100 rows then cost about 1 µs each less than as objects.
+        if (name === "removeHeld") statement.raw(true);
+        Object.defineProperty(statements, name, { value: statement, enumerable: true });
+        return statement;
+      },
+    });
+  }
+  return statements;
 }
 
 /** A failed flush, of the database file by the checkpoint thread or of either file by SQLite. */

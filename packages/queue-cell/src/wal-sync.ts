@@ -1,4 +1,4 @@
-import { closeSync, fdatasync, fsyncSync, openSync } from "node:fs";
+import { close, closeSync, fdatasync, fsync, open, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { CellError } from "./errors.ts";
 
@@ -42,6 +42,7 @@ export class WalSync {
    */
   private failure: CellError | undefined;
   private closed = false;
+  private directorySynced = false;
 
   constructor(
     private readonly walPath: string,
@@ -53,17 +54,11 @@ export class WalSync {
   ) {}
 
   /**
-   * Opens the WAL (it must exist) and flushes its directory once, so that the file itself
-   * survives a power cut: SQLite, with synchronous=OFF, does not.
+   * Opens the WAL (it must exist). Its directory is flushed with the first flush (see flush), so
+   * that the file itself survives a power cut: SQLite, with synchronous=OFF, does not.
    */
   open(): void {
     this.fd = openSync(this.walPath, "r");
-    const dir = openSync(dirname(this.walPath), "r");
-    try {
-      fsyncSync(dir);
-    } finally {
-      closeSync(dir);
-    }
   }
 
   /**
@@ -108,21 +103,38 @@ export class WalSync {
       return;
     }
     this.running = true;
-    this.syncFile(fd, (error) => {
-      this.running = false;
-      const lost = error === null ? this.lostAfterFlush() : failedFlush(error);
-      if (lost === undefined) {
-        for (const w of batch) w.resolve();
-      } else {
-        this.failure ??= lost.stopped;
-        // Those committed while this flush ran wait for the next, which will not come: their
-        // writes are in the log as well.
-        for (const w of batch.concat(this.waiting.splice(0))) w.reject(lost.uncertain);
-      }
-      if (this.waiting.length > 0) this.flush();
-      else if (this.closed) this.release();
-      else if (lost === undefined) this.afterFlush();
-    });
+    // The log's name, made by the open that created the file, must be on disk before anything in
+    // it is answered. Flushed with the first flush, beside it on the thread pool, rather than at
+    // open on the event loop: that fsync was the largest part of an open (1-5 ms here), and a cell
+    // opened and closed without writing (its close deletes the log) needs it not at all.
+    let running = 1;
+    let failed: Error | null = null;
+    const done = (error: Error | null): void => {
+      failed ??= error;
+      if (--running === 0) this.flushed(batch, failed);
+    };
+    if (!this.directorySynced) {
+      this.directorySynced = true;
+      running += 1;
+      syncDirectory(dirname(this.walPath), done);
+    }
+    this.syncFile(fd, done);
+  }
+
+  private flushed(batch: Waiter[], error: Error | null): void {
+    this.running = false;
+    const lost = error === null ? this.lostAfterFlush() : failedFlush(error);
+    if (lost === undefined) {
+      for (const w of batch) w.resolve();
+    } else {
+      this.failure ??= lost.stopped;
+      // Those committed while this flush ran wait for the next, which will not come: their
+      // writes are in the log as well.
+      for (const w of batch.concat(this.waiting.splice(0))) w.reject(lost.uncertain);
+    }
+    if (this.waiting.length > 0) this.flush();
+    else if (this.closed) this.release();
+    else if (lost === undefined) this.afterFlush();
   }
 
   private release(): void {
@@ -151,4 +163,12 @@ function failedFlush(error: Error): LostFlush {
       { cause: error },
     ),
   };
+}
+
+/** fsync of a directory, on the thread pool. */
+function syncDirectory(path: string, done: (error: Error | null) => void): void {
+  open(path, "r", (error, fd) => {
+    if (error !== null) return done(error);
+    fsync(fd, (syncError) => close(fd, (closeError) => done(syncError ?? closeError ?? null)));
+  });
 }

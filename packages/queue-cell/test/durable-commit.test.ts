@@ -1,4 +1,4 @@
-import { existsSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
@@ -152,6 +152,54 @@ describe("durable commits (durability full)", () => {
     await again.send([text("after")]);
     expect(await again.counts()).toMatchObject({ ready: 2 });
     await again.close();
+  });
+
+  it("reopening an unchanged queue writes nothing: no flush, no commit in its log to copy at close", async () => {
+    const path = join(tempDir(), "q.sqlite");
+    const first = new QueueCell({ name: "q", path, clock: new ManualClock(), config: { maxDeliveries: 3 } });
+    await first.send([text("kept")]);
+    await first.close();
+    const sync = heldSync();
+    const store = new SqliteCellStore(path, { durability: "full", syncFile: sync.syncFile });
+    const again = new QueueCell({ name: "q", store, clock: new ManualClock() });
+    const counts = again.counts();
+    expect(await settled(counts)).toBe(true);
+    expect(sync.calls).toBe(0);
+    expect(await counts).toMatchObject({ ready: 1 });
+    expect(again.queueConfig.maxDeliveries).toBe(3);
+    const shm = WalIndex.open(`${path}-shm`);
+    expect(shm.uncheckpointedBytes()).toBe(0);
+    shm.close();
+    await again.close();
+    expect(sync.calls).toBe(0);
+    // A changed setting is written, and flushed like any commit.
+    const changed = new QueueCell({ name: "q", store: new SqliteCellStore(path, { durability: "full", syncFile: sync.syncFile }), clock: new ManualClock(), config: { maxDeliveries: 4 } });
+    await settled(changed.counts());
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await changed.close();
+    const reread = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    expect(reread.queueConfig.maxDeliveries).toBe(4);
+    await reread.close();
+  });
+
+  it("a log left with commits in it (a crash) is still copied into the database file at open", async () => {
+    const dir = tempDir();
+    const path = join(dir, "q.sqlite");
+    const cell = new QueueCell({ name: "q", path, clock: new ManualClock() });
+    await cell.send([text("in the log")]);
+    // The files as a crash leaves them: the log holds the commit, not yet copied.
+    for (const suffix of ["", "-wal"]) copyFileSync(path + suffix, join(dir, `crashed.sqlite${suffix}`));
+    await cell.close();
+    const crashed = join(dir, "crashed.sqlite");
+    const reopened = new SqliteCellStore(crashed, { durability: "full" });
+    const shm = WalIndex.open(`${crashed}-shm`);
+    expect(shm.uncheckpointedBytes()).toBe(0);
+    shm.close();
+    reopened.close();
+    const reader = new Database(crashed, { readonly: true });
+    expect(reader.prepare("SELECT count(*) AS n FROM messages").get()).toEqual({ n: 1 });
+    reader.close();
   });
 
   it("a cell whose flush failed keeps refusing: it is never idle, so it is not closed and opened again", async () => {
