@@ -85,6 +85,15 @@ export const apiLimits = {
    * longer than a long poll's wait plus room for a slow commit, the only silence a request has.
    */
   socketIdleTimeoutMs: limits.leaseWaitSecondsMax * 1000 + 40_000,
+  /**
+   * Bytes of answers written that their clients have not read yet, server-wide. Until the idle
+   * timeout above closes it, each connection whose client does not read holds its answer, and a
+   * lease or dead-letter page of 100 large messages is about 16 MB: a few hundred such clients
+   * held gigabytes. A client that reads takes its answer within milliseconds, so this much (sixteen
+   * of the largest answers unread at once) is never reached by clients that read, and is memory a
+   * host running celld can spare. Past it, leases and dead-letter pages are refused (503).
+   */
+  answerBytesPendingMax: 256 * 1024 * 1024,
 } as const;
 
 export type ApiLimits = typeof apiLimits;

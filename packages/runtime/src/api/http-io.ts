@@ -117,16 +117,26 @@ export function responseFormat(req: IncomingMessage, speaksProtobuf: boolean, re
   });
 }
 
+/** An answer's bytes and type, built before it is written: its size decides whether it may be. */
+export interface Answer {
+  type: string;
+  body: Uint8Array;
+}
+
+export function jsonAnswer(text: string): Answer {
+  return { type: `${jsonMediaType}; charset=utf-8`, body: Buffer.from(text) };
+}
+
+export function protobufAnswer(bytes: Uint8Array): Answer {
+  return { type: protobufMediaType, body: bytes };
+}
+
+export function writeAnswer(res: ServerResponse, status: number, answer: Answer, headers: Record<string, string> = {}): void {
+  write(res, status, answer.type, answer.body, headers);
+}
+
 export function writeJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  writeJsonText(res, status, JSON.stringify(value), headers);
-}
-
-export function writeJsonText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
-  write(res, status, `${jsonMediaType}; charset=utf-8`, Buffer.from(text), headers);
-}
-
-export function writeProtobuf(res: ServerResponse, status: number, bytes: Uint8Array): void {
-  write(res, status, protobufMediaType, bytes, {});
+  writeAnswer(res, status, jsonAnswer(JSON.stringify(value)), headers);
 }
 
 export function writeError(res: ServerResponse, error: ApiError, headers: Record<string, string> = {}): void {

@@ -68,6 +68,14 @@ export interface Route {
   protobuf?: ProtoTypeName;
   /** Query parameters the route takes; any other is refused. */
   query?: readonly string[];
+  /**
+   * Its answer can be megabytes (message data, a page of 100 subscriptions of long patterns, a
+   * publish's deliveries): refused before it runs while the answers the server's clients have not
+   * read yet fill apiLimits.answerBytesPendingMax (answer-budget.ts). `withdrawable`: the call only
+   * reads, or hands back what it leased, so its answer once built is refused too if it does not fit;
+   * `committed`: the call has taken effect by then, and its answer is written whatever its size.
+   */
+  largeAnswer?: "withdrawable" | "committed";
   handle: (ctx: RouteContext) => Promise<Reply>;
 }
 

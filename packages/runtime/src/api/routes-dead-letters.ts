@@ -22,6 +22,7 @@ export const deadLetterRoutes: Route[] = [
     scope: "events:write",
     body: "none",
     query: ["page_size", "page_token"],
+    largeAnswer: "withdrawable",
     handle: listDeadLetters,
   },
   { method: "POST", path: `${item}:replay`, scope: "events:write", body: "control", handle: replay },

@@ -26,7 +26,7 @@ const item = "/v1/orgs/{org}/projects/{project}/envs/{env}/queues/{queue}";
 
 export const messageRoutes: Route[] = [
   { method: "POST", path: `${item}:send`, scope: "events:publish", body: "send", protobuf: "SendRequest", handle: send },
-  { method: "POST", path: `${item}:lease`, scope: "events:write", body: "control", protobuf: "LeaseRequest", handle: lease },
+  { method: "POST", path: `${item}:lease`, scope: "events:write", body: "control", protobuf: "LeaseRequest", largeAnswer: "withdrawable", handle: lease },
   { method: "POST", path: `${item}:ack`, scope: "events:write", body: "control", protobuf: "AckRequest", handle: ack },
   { method: "POST", path: `${item}:nack`, scope: "events:write", body: "control", protobuf: "NackRequest", handle: nack },
 ];

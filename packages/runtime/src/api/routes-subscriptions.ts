@@ -18,11 +18,11 @@ const item = `${collection}/{subscription}`;
 
 export const subscriptionRoutes: Route[] = [
   { method: "POST", path: collection, scope: "events:write", body: "control", handle: createSubscription },
-  { method: "GET", path: collection, scope: "events:read", body: "none", query: ["page_size", "page_token"], handle: listSubscriptions },
+  { method: "GET", path: collection, scope: "events:read", body: "none", query: ["page_size", "page_token"], largeAnswer: "withdrawable", handle: listSubscriptions },
   { method: "GET", path: item, scope: "events:read", body: "none", handle: getSubscription },
   { method: "PATCH", path: item, scope: "events:write", body: "control", handle: updateSubscription },
   { method: "DELETE", path: item, scope: "events:write", body: "none", handle: deleteSubscription },
-  { method: "POST", path: `${env}/events:publish`, scope: "events:publish", body: "send", handle: publishEvents },
+  { method: "POST", path: `${env}/events:publish`, scope: "events:publish", body: "send", largeAnswer: "committed", handle: publishEvents },
 ];
 
 const createFields: ReadonlySet<string> = new Set(["name", "queue", "filter"]);

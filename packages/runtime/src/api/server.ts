@@ -2,6 +2,7 @@ import { setMaxListeners } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
+import { AnswerBudget } from "./answer-budget.ts";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate, authorize } from "./auth.ts";
@@ -9,14 +10,15 @@ import { Catalog } from "./catalog.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import {
   delivered,
+  jsonAnswer,
+  protobufAnswer,
   readBody,
   requestFormat,
   responseFormat,
+  writeAnswer,
   writeError,
   writeErrorAndClose,
-  writeJson,
-  writeJsonText,
-  writeProtobuf,
+  type Answer,
 } from "./http-io.ts";
 import { parseJsonBody } from "./json-body.ts";
 import { checkSegment, envName } from "./names.ts";
@@ -28,7 +30,7 @@ import { messageRoutes } from "./routes-messages.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
 import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
-import { Router, type ApiDeps, type Route } from "./router.ts";
+import { Router, type ApiDeps, type Reply, type Route } from "./router.ts";
 
 export interface ApiServerTimeouts {
   headersMs: number;
@@ -61,6 +63,8 @@ export interface ApiServerOptions {
    * queue and cause a minute, however many calls it refuses.
    */
   onStorageFailure?: (line: string) => void;
+  /** Bytes of answers written and not yet read by their clients, server-wide (apiLimits.answerBytesPendingMax); tests set a small one. */
+  answerBytesPendingMax?: number;
 }
 
 export interface ApiServer {
@@ -87,6 +91,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     ids: new UlidSource(),
   };
   const router = new Router(apiRoutes);
+  const answers = new AnswerBudget(options.answerBytesPendingMax ?? apiLimits.answerBytesPendingMax);
   const stopping = new AbortController();
   // Every waiting lease listens to it, and detaches when it returns (see lease-handoff.ts): a
   // thousand concurrent polls are a thousand listeners, not a leak to warn about.
@@ -116,7 +121,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       connectionsCheckingInterval: timeouts.checkIntervalMs,
     },
     (req, res) => {
-      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog);
+      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
       inflight.add(handling);
       void handling.finally(() => inflight.delete(handling));
     },
@@ -161,6 +166,7 @@ async function handle(
   onInternalError: (error: unknown) => void,
   drainMs: number,
   storageLog: StorageFailureLog,
+  answers: AnswerBudget,
 ): Promise<void> {
   const gone = new AbortController();
   res.on("close", () => {
@@ -196,6 +202,8 @@ async function handle(
       else if (inFormat === "cloudevents-binary") body = bytes;
       else ({ value: body, text: bodyText } = parseJsonBody(bytes));
     }
+    // Before the call does anything: no message is leased for an answer there is no room for.
+    if (route.largeAnswer !== undefined) answers.checkRoom();
     const reply = await route.handle({
       params,
       env,
@@ -215,9 +223,19 @@ async function handle(
       await reply.afterWrite?.(false);
       return;
     }
-    if (reply.protobuf !== undefined) writeProtobuf(res, reply.status ?? 200, reply.protobuf);
-    else if (reply.jsonText !== undefined) writeJsonText(res, reply.status ?? 200, reply.jsonText);
-    else writeJson(res, reply.status ?? 200, reply.json ?? {});
+    if (route.largeAnswer === "withdrawable") {
+      // Calls that passed the first check together (long polls among them) may have filled it
+      // since: such an answer is not written, and a lease hands its messages back uncounted.
+      try {
+        answers.checkRoom();
+      } catch (error) {
+        await reply.afterWrite?.(false);
+        throw error;
+      }
+    }
+    const answer = answerOf(reply);
+    answers.track(res, answer.body.byteLength);
+    writeAnswer(res, reply.status ?? 200, answer);
     if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
   } catch (thrown) {
     const error = toApiError(thrown);
@@ -228,6 +246,11 @@ async function handle(
     if (hasBody(req) && !bodyRead) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
     else writeError(res, error, headers);
   }
+}
+
+function answerOf(reply: Reply): Answer {
+  if (reply.protobuf !== undefined) return protobufAnswer(reply.protobuf);
+  return jsonAnswer(reply.jsonText ?? JSON.stringify(reply.json ?? {}));
 }
 
 function decodeBody(type: ProtoTypeName, bytes: Uint8Array): unknown {
