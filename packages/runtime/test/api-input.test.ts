@@ -14,6 +14,10 @@ function sized(id: string, bytes: number): Record<string, unknown> {
   return { specversion: "1.0", id, source: "/tests", type: "test.event", datacontenttype: "text/plain", data: "x".repeat(dataBytes) };
 }
 
+function members(count: number): Record<string, number> {
+  return Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${i}`, 0]));
+}
+
 function nested(depth: number): unknown {
   let value: unknown = 0;
   for (let i = 0; i < depth; i++) value = [value];
@@ -171,6 +175,12 @@ const boundCases: BoundCase[] = [
     name: "JSON array items",
     at: () => [":send", { events: [event("wide", new Array(apiLimits.jsonArrayItemsMax).fill(0))] }],
     past: () => [":send", { events: [event("wide", new Array(apiLimits.jsonArrayItemsMax + 1).fill(0))] }],
+    field: "events[0].data",
+  },
+  {
+    name: "JSON object members",
+    at: () => [":send", { events: [event("wide", members(apiLimits.jsonObjectMembersMax))] }],
+    past: () => [":send", { events: [event("wide", members(apiLimits.jsonObjectMembersMax + 1))] }],
     field: "events[0].data",
   },
   {

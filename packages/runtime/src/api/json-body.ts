@@ -5,19 +5,20 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 interface Frame {
   array: boolean;
-  /** Items seen so far (arrays) or the current key (objects). */
+  /** Items (arrays) or members (objects) seen so far. */
   items: number;
+  /** The current member's name (objects). */
   key: string;
 }
 
 /**
- * Checks nesting depth and array lengths before JSON.parse builds anything, so a hostile body
- * costs one linear pass and no allocation. The error names the path where the bound was broken.
- * Syntax is left to JSON.parse; this pass only needs to find brackets outside strings.
+ * Checks nesting depth, array lengths and object members before JSON.parse builds anything, so a
+ * hostile body costs one linear pass and no allocation. The error names the path where the bound
+ * was broken. Syntax is left to JSON.parse; this pass only needs to find brackets outside strings.
  */
 export function checkJsonShape(
   text: string,
-  limits: { depthMax: number; arrayItemsMax: number },
+  limits: { depthMax: number; arrayItemsMax: number; objectMembersMax: number },
   prefix = "",
 ): void {
   const stack: Frame[] = [];
@@ -34,6 +35,7 @@ export function checkJsonShape(
       if (expectKey && top !== undefined && !top.array) {
         top.key = decodeKey(text.slice(i, end + 1));
         expectKey = false;
+        countMember(stack, limits.objectMembersMax, prefix);
       } else if (top?.array === true) {
         countItem(stack, limits.arrayItemsMax, prefix);
       }
@@ -79,7 +81,11 @@ export function parseJsonBody(bytes: Uint8Array): { value: unknown; text: string
 
 /** A JSON document held in a string (a protobuf text_data with a JSON content type). */
 export function parseJsonText(text: string, what: string, field = ""): unknown {
-  checkJsonShape(text, { depthMax: apiLimits.jsonDepthMax, arrayItemsMax: apiLimits.jsonArrayItemsMax }, field);
+  checkJsonShape(
+    text,
+    { depthMax: apiLimits.jsonDepthMax, arrayItemsMax: apiLimits.jsonArrayItemsMax, objectMembersMax: apiLimits.jsonObjectMembersMax },
+    field,
+  );
   try {
     return JSON.parse(text);
   } catch {
@@ -97,6 +103,18 @@ function countItem(stack: Frame[], max: number, prefix: string): void {
     throw new ApiError("out_of_range", `the JSON array at ${path} has more than ${max} items`, {
       field: path,
       bound: `at most ${max} items`,
+    });
+  }
+}
+
+function countMember(stack: Frame[], max: number, prefix: string): void {
+  const top = stack[stack.length - 1]!;
+  top.items += 1;
+  if (top.items > max) {
+    const path = joinPath(prefix, pathOf(stack.slice(0, -1))) || "the top level";
+    throw new ApiError("out_of_range", `the JSON object at ${path} has more than ${max} members`, {
+      field: path,
+      bound: `at most ${max} members`,
     });
   }
 }

@@ -23,6 +23,7 @@ import {
 import { parseJsonBody } from "./json-body.ts";
 import { checkSegment, envName } from "./names.ts";
 import { checkQuery } from "./paging.ts";
+import { checkProtoBounds, notAMessage } from "./proto-bounds.ts";
 import { decodeProto, type ProtoTypeName } from "./proto-codec.ts";
 import { QueueDirectory, type WorkerQueueOptions } from "./queue-directory.ts";
 import { deadLetterRoutes } from "./routes-dead-letters.ts";
@@ -254,10 +255,11 @@ function answerOf(reply: Reply): Answer {
 }
 
 function decodeBody(type: ProtoTypeName, bytes: Uint8Array): unknown {
+  checkProtoBounds(type, bytes);
   try {
     return decodeProto(type, bytes);
   } catch {
-    throw new ApiError("malformed_body", `the request body is not a valid protobuf ${type} message`);
+    throw notAMessage(type);
   }
 }
 
