@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { QueueCell } from "@celld/queue-cell";
 import { apiHarness, event, eventually } from "./api-harness.ts";
 
 type Harness = Awaited<ReturnType<typeof apiHarness>>;
@@ -125,4 +126,87 @@ describe("dead letters", () => {
     expect(dead!.event).toEqual(original);
     expect((await h.call("GET", h.queuePath("jobs"))).json.counts).toMatchObject({ dead: 0, moving_to_dead_letter_queue: 0 });
   });
+});
+
+describe("a purge or a replay the queue's close interrupts part way", () => {
+  const messages = 10_100;
+
+  /** The queue's cell, holding `messages` messages (dead ones if `dead`), filled straight through it. */
+  async function filled(h: Harness, queue: string, dead: boolean): Promise<{ cellName: string; cell: QueueCell }> {
+    await h.createQueue(queue, { max_deliveries: 1 });
+    await h.call("POST", `${h.queuePath(queue)}:send`, { body: { events: [event("first")] } });
+    const names = h.registry.openNames();
+    expect(names).toHaveLength(1);
+    const cellName = names[0]!;
+    const cell = await h.registry.open(cellName);
+    // One message a send, so each is a row of its own (a batch is stored as one row, a group
+    // counts rows), 250 sends at once.
+    for (let sent = 1; sent < messages; sent += 250) {
+      const count = Math.min(250, messages - sent);
+      await Promise.all(Array.from({ length: count }, (_, i) => cell.send([{ body: new TextEncoder().encode(`m${sent + i}`), contentType: "text" }])));
+    }
+    if (dead) {
+      for (let leased = await cell.lease({ max: 100 }); leased.length > 0; leased = await cell.lease({ max: 100 })) {
+        await cell.nack(leased.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration })));
+      }
+    }
+    return { cellName, cell };
+  }
+
+  /**
+   * Closes the cell (as celld stopping does) right after the first group of the call runs `step`
+   * on its store: the group after it is written by the close, and the one after that is refused.
+   */
+  function closeAfterFirstGroup(h: Harness, cellName: string, cell: QueueCell, step: "purge" | "deadInRange"): void {
+    const store = (cell as unknown as { store: Record<string, (...args: unknown[]) => unknown> }).store;
+    const original = store[step]!;
+    let armed = true;
+    store[step] = (...args: unknown[]) => {
+      if (armed) {
+        armed = false;
+        setImmediate(() => void h.registry.close(cellName));
+      }
+      return original.apply(store, args);
+    };
+  }
+
+  it("a purge answers 503 saying part of it may be done and that repeating it is safe; the repeat deletes the rest", async () => {
+    const h = await apiHarness();
+    const path = h.queuePath("jobs");
+    const { cellName, cell } = await filled(h, "jobs", false);
+    closeAfterFirstGroup(h, cellName, cell, "purge");
+    const interrupted = await h.call("POST", `${path}:purge`, { body: { scope: "all" } });
+    expect(interrupted.status).toBe(503);
+    expect(interrupted.headers["retry-after"]).toBe("1");
+    expect(interrupted.json.error).toEqual({
+      code: "unavailable",
+      message:
+        "the queue cell is closed; part of this purge may have been done (it deletes in groups, and the groups done stay deleted); " +
+        "repeating it is safe: it deletes what is left (with what has come into its scope since)",
+    });
+    // Before, it said "nothing of this call was written", with 10,000 of them deleted.
+    expect((await h.call("GET", path)).json.counts.ready).toBe(100);
+    expect((await h.call("POST", `${path}:purge`, { body: { scope: "all" } })).json).toEqual({ purged: 100 });
+    expect((await h.call("GET", path)).json.counts.ready).toBe(0);
+  }, 30_000);
+
+  it("a replay answers the same; its repeat replays only what is still dead, and no message is copied", async () => {
+    const h = await apiHarness();
+    const path = h.queuePath("jobs");
+    const { cellName, cell } = await filled(h, "jobs", true);
+    expect((await h.call("GET", path)).json.counts).toMatchObject({ ready: 0, dead: messages });
+    closeAfterFirstGroup(h, cellName, cell, "deadInRange");
+    const interrupted = await h.call("POST", `${path}:replay`, { body: {} });
+    expect(interrupted.status).toBe(503);
+    expect(interrupted.headers["retry-after"]).toBe("1");
+    expect(interrupted.json.error.code).toBe("unavailable");
+    expect(interrupted.json.error.message).toBe(
+      "the queue cell is closed; part of this replay may have been done (it returns dead letters to ready in groups, and the groups done stay replayed); " +
+        "repeating it is safe: what was replayed is no longer a dead letter, so a repeat returns only what is still in the dead-letter set " +
+        "(with what has been dead-lettered in its range since), and no message is ever copied",
+    );
+    expect((await h.call("GET", path)).json.counts).toMatchObject({ ready: messages - 100, dead: 100 });
+    expect((await h.call("POST", `${path}:replay`, { body: {} })).json).toEqual({ replayed: 100 });
+    expect((await h.call("GET", path)).json.counts).toMatchObject({ ready: messages, dead: 0, leased: 0 });
+  }, 30_000);
 });

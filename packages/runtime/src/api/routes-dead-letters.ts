@@ -1,3 +1,4 @@
+import { isCellError } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
 import { ApiError } from "./errors.ts";
@@ -74,7 +75,7 @@ async function replay(ctx: RouteContext): Promise<Reply> {
       bound: "at or after from",
     });
   }
-  const result = await ctx.deps.directory.withCell(name, (cell) => cell.replay({ fromMs, toMs }));
+  const result = await interruptible("replay", () => ctx.deps.directory.withCell(name, (cell) => cell.replay({ fromMs, toMs })));
   return { json: { replayed: result.replayed } };
 }
 
@@ -89,8 +90,34 @@ async function purge(ctx: RouteContext): Promise<Reply> {
       bound: purgeScopeBound,
     });
   }
-  const result = await ctx.deps.directory.withCell(name, (cell) => cell.purge(purgeScopes[scope]));
+  const result = await interruptible("purge", () => ctx.deps.directory.withCell(name, (cell) => cell.purge(purgeScopes[scope])));
   return { json: { purged: result.purged } };
+}
+
+/**
+ * What a purge or a replay that found its queue closed part way (celld stopping) left behind. The
+ * cell does either a group of 5,000 messages at a time, each committed on its own, so the groups
+ * before the close stay done, and "nothing of this call was written", true of other calls, is not.
+ * Both are safe to repeat: a purge deletes what is left; a replay changes each dead letter in place
+ * to ready, so a repeat finds only those still dead and never makes a copy of one.
+ */
+const interruptedWords = {
+  purge: "part of this purge may have been done (it deletes in groups, and the groups done stay deleted); repeating it is safe: it deletes what is left (with what has come into its scope since)",
+  replay:
+    "part of this replay may have been done (it returns dead letters to ready in groups, and the groups done stay replayed); repeating it is safe: " +
+    "what was replayed is no longer a dead letter, so a repeat returns only what is still in the dead-letter set (with what has been dead-lettered in its range since), and no message is ever copied",
+} as const;
+
+async function interruptible<T>(what: keyof typeof interruptedWords, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (!isCellError(error, "ERR_CELL_CLOSED")) throw error;
+    throw new ApiError("unavailable", `${error.message}; ${interruptedWords[what]}`, {
+      cause: error,
+      retryAfterSeconds: apiLimits.retryAfterSeconds,
+    });
+  }
 }
 
 /** The cell counts dead-letter times from the epoch; no message was dead-lettered before it. */
