@@ -160,56 +160,51 @@ test("the cells directory is made for this user alone: a queue's messages are no
   expect(statSync(join(older, "cells")).mode & 0o777).toBe(0o700);
 });
 
-test("a cell closed idle and reopened goes on from the time it had reached, not from its newest message", async () => {
+/**
+ * A registry on a clock three hours slow for its queue "q", whose one message was leased an hour
+ * after the start and nacked for an hour. A cell reopened from its newest message's entry time
+ * would go back more than an hour, and the nack's hour would last two.
+ */
+async function slowClockNackedQueue(options: { openCellsMax?: number } = {}) {
   const dataDir = tempDir();
   const first = new CellRegistry({ dataDir, clock: new ManualClock(), durability: "off" });
   const sentAt = (await (await first.open("q")).send([text("m")])).metrics.oldestMessageTimestamp;
   await first.closeAll();
-  // celld restarted with its clock three hours slow: the cell's time goes on from its newest
-  // message. An hour on, the message is nacked for an hour, and the cell is closed idle.
   const clock = new ManualClock(sentAt - 3 * 3_600_000);
-  const registry = new CellRegistry({ dataDir, clock, durability: "off" });
+  const registry = new CellRegistry({ dataDir, clock, durability: "off", ...options });
   const cell = await registry.open("q");
   clock.advance(3_600_000);
   const [m] = await cell.lease({ max: 1 });
   await cell.nack([{ id: m!.id, leaseGeneration: m!.leaseGeneration, delaySeconds: 3_600 }]);
+  /** Reopens "q" a minute after the nack and checks the nack's hour ends on time. */
+  const nackEndsOnTimeAfterReopen = async (): Promise<void> => {
+    const reopened = await registry.open("q");
+    clock.advance(3_540_000 - 1);
+    expect(await reopened.lease({ max: 1 })).toEqual([]);
+    clock.advance(1);
+    expect(await reopened.lease({ max: 1 })).toHaveLength(1);
+    await registry.closeAll();
+  };
+  return { clock, registry, nackEndsOnTimeAfterReopen };
+}
+
+test("a cell closed idle and reopened goes on from the time it had reached, not from its newest message", async () => {
+  const { clock, registry, nackEndsOnTimeAfterReopen } = await slowClockNackedQueue();
   // The lease's end, still the cell's next due time, wakes it once; then it is idle.
   clock.advance(30_000);
   await settle();
   clock.advance(30_000);
   expect(await registry.closeIdle(1_000)).toEqual(["q"]);
-  // Reopened from its newest message's entry time, its time would go back an hour and a
-  // minute, and the nack's hour would last two.
-  const reopened = await registry.open("q");
-  clock.advance(3_540_000 - 1);
-  expect(await reopened.lease({ max: 1 })).toEqual([]);
-  clock.advance(1);
-  expect(await reopened.lease({ max: 1 })).toHaveLength(1);
-  await registry.closeAll();
+  await nackEndsOnTimeAfterReopen();
 });
 
 test("a cell closed to make room under openCellsMax also goes on from the time it had reached", async () => {
-  const dataDir = tempDir();
-  const first = new CellRegistry({ dataDir, clock: new ManualClock(), durability: "off" });
-  const sentAt = (await (await first.open("q")).send([text("m")])).metrics.oldestMessageTimestamp;
-  await first.closeAll();
-  // As above, on a clock three hours slow; here the cell is closed because another is opened.
-  const clock = new ManualClock(sentAt - 3 * 3_600_000);
-  const registry = new CellRegistry({ dataDir, clock, durability: "off", openCellsMax: 1 });
-  const cell = await registry.open("q");
-  clock.advance(3_600_000);
-  const [m] = await cell.lease({ max: 1 });
-  await cell.nack([{ id: m!.id, leaseGeneration: m!.leaseGeneration, delaySeconds: 3_600 }]);
+  const { clock, registry, nackEndsOnTimeAfterReopen } = await slowClockNackedQueue({ openCellsMax: 1 });
   clock.advance(60_000);
   await settle();
   await registry.open("other");
   expect(registry.openNames()).toEqual(["other"]);
-  const reopened = await registry.open("q");
-  clock.advance(3_540_000 - 1);
-  expect(await reopened.lease({ max: 1 })).toEqual([]);
-  clock.advance(1);
-  expect(await reopened.lease({ max: 1 })).toHaveLength(1);
-  await registry.closeAll();
+  await nackEndsOnTimeAfterReopen();
 });
 
 test("past openCellsMax, opening a cell first closes the least recently used idle ones; busy and held cells stay open", async () => {

@@ -95,26 +95,22 @@ export function parseJsonText(text: string, what: string, field = ""): unknown {
 }
 
 function countItem(stack: Frame[], max: number, prefix: string): void {
-  const top = stack[stack.length - 1]!;
-  top.items += 1;
-  if (top.items > max) {
-    // The parent frame's key or index names the array itself.
-    const path = joinPath(prefix, pathOf(stack.slice(0, -1))) || "the top level";
-    throw new ApiError("out_of_range", `the JSON array at ${path} has more than ${max} items`, {
-      field: path,
-      bound: `at most ${max} items`,
-    });
-  }
+  countIn(stack, max, prefix, "array", "items");
 }
 
 function countMember(stack: Frame[], max: number, prefix: string): void {
+  countIn(stack, max, prefix, "object", "members");
+}
+
+function countIn(stack: Frame[], max: number, prefix: string, kind: "array" | "object", unit: "items" | "members"): void {
   const top = stack[stack.length - 1]!;
   top.items += 1;
   if (top.items > max) {
+    // The parent frame's key or index names the array or object itself.
     const path = joinPath(prefix, pathOf(stack.slice(0, -1))) || "the top level";
-    throw new ApiError("out_of_range", `the JSON object at ${path} has more than ${max} members`, {
+    throw new ApiError("out_of_range", `the JSON ${kind} at ${path} has more than ${max} ${unit}`, {
       field: path,
-      bound: `at most ${max} members`,
+      bound: `at most ${max} ${unit}`,
     });
   }
 }
