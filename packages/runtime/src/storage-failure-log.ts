@@ -21,8 +21,8 @@ export class StorageFailureLog {
 
   constructor(
     private readonly clock: Clock,
-    private readonly windowMs: number,
     private readonly write: (line: string) => void,
+    private readonly windowMs = storageFailureLogWindowMs,
   ) {}
 
   report(error: CellError): void {

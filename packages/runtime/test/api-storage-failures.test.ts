@@ -8,8 +8,7 @@ import BetterSqlite3 from "better-sqlite3";
 import type Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { CellError, ManualClock, type QueueCell, type StorageFailure } from "@celld/queue-cell";
-import { apiLimits } from "../src/api/index.ts";
-import { StorageFailureLog } from "../src/storage-failure-log.ts";
+import { StorageFailureLog, storageFailureLogWindowMs } from "../src/storage-failure-log.ts";
 import { apiHarness, event, testEnv } from "./api-harness.ts";
 
 /** The cell's SQLite connection (private to its store; reached here only to fill its "disk"). */
@@ -80,7 +79,7 @@ describe("the operator's log of storage failures", () => {
       `queue "${testEnv}/queues/jobs": storage failed (SQLITE_FULL: database or disk is full); ` +
       "its writes are refused until the disk has free space";
     expect(lines).toEqual([line]);
-    h.clock.advance(apiLimits.storageFailureLogWindowMs);
+    h.clock.advance(storageFailureLogWindowMs);
     await h.call("POST", `${h.queuePath("jobs")}:send`, { body: sendBody });
     expect(lines).toEqual([line, `${line} (4 more like it since 2026-01-01T00:00:00.000Z)`]);
   });
@@ -103,7 +102,7 @@ describe("the operator's log of storage failures", () => {
   it("is bounded by a window per queue and cause, on the clock it is given", () => {
     const clock = new ManualClock();
     const lines: string[] = [];
-    const log = new StorageFailureLog(clock, 60_000, (line) => lines.push(line));
+    const log = new StorageFailureLog(clock, (line) => lines.push(line), 60_000);
     const failure = (queue: string, storage: Partial<StorageFailure> = {}) =>
       new CellError("ERR_STORAGE", "words for the caller", {
         storage: { queue, cause: "disk-full", detail: "SQLITE_FULL: database or disk is full", mayHaveTakenEffect: false, writesStopped: false, ...storage },

@@ -1,5 +1,4 @@
 import { limits } from "@celld/queue-cell";
-import { storageFailureLogWindowMs } from "../storage-failure-log.ts";
 
 /**
  * A send or publish body. The events of one call are at most `batchBytesMax` once encoded;
@@ -67,8 +66,6 @@ export const apiLimits = {
    * seconds per client costs a full disk little and finds it usable soon after.
    */
   storageRetryAfterSeconds: 10,
-  /** A storage failure is logged once per queue and cause in this long (the host's rule for every caller). */
-  storageFailureLogWindowMs,
 
   /** A client must send its request headers within this, or gets 408 and a closed connection. */
   headersTimeoutMs: 10_000,

@@ -108,11 +108,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     ...options.timeouts,
   };
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
-  const storageLog = new StorageFailureLog(
-    clock,
-    apiLimits.storageFailureLogWindowMs,
-    options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)),
-  );
+  const storageLog = new StorageFailureLog(clock, options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)));
 
   const server = createServer(
     {

@@ -7,7 +7,7 @@ import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import { ProducerServer } from "../producer-server.ts";
 import { SocketDir } from "../socket-dir.ts";
-import { StorageFailureLog, storageFailureLogWindowMs } from "../storage-failure-log.ts";
+import { StorageFailureLog } from "../storage-failure-log.ts";
 import type { HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
 import { QueueDispatchClient } from "./queue-dispatch-client.ts";
@@ -61,7 +61,7 @@ export class QueuesPlugin implements HostPlugin {
 
   constructor(private readonly options: QueuesPluginOptions) {
     this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
-    this.producerStorageLog = new StorageFailureLog(options.clock, storageFailureLogWindowMs, (line) =>
+    this.producerStorageLog = new StorageFailureLog(options.clock, (line) =>
       options.log.error(`a Worker's send was refused: ${line}`),
     );
   }
