@@ -905,12 +905,14 @@ export class QueueCell {
         durability,
         // The store's own background work is the checkpoint, tried again after the next flush unless
         // its flush failed: then the store takes no more writes (its `failed`, the error told here).
-        onBackgroundError: (error) =>
-          this.backgroundFailed(
-            "copying its log into its database file",
-            this.store.failed === error ? "not tried again" : "tried again after the next flush",
-            error,
-          ),
+        onBackgroundError: (error, work) =>
+          work === "compaction"
+            ? this.backgroundFailed("giving its file's free space back", "tried again later", error)
+            : this.backgroundFailed(
+                "copying its log into its database file",
+                this.store.failed === error ? "not tried again" : "tried again after the next flush",
+                error,
+              ),
       });
     } catch (error) {
       // The store reports SQLite's and the file system's failures as ERR_STORAGE naming the file;

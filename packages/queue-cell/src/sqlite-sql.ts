@@ -155,6 +155,8 @@ export const statementSql = {
   sweepReceived: "DELETE FROM received WHERE at <= ?",
   // Rows changed by this connection since it opened: whether a group wrote anything.
   totalChanges: "SELECT total_changes() AS n",
+  /** The file's page size, pages and free pages, for its compaction (file-compaction.ts). */
+  pageCounts: "SELECT page_size, page_count, freelist_count FROM pragma_page_size, pragma_page_count, pragma_freelist_count",
 } as const;
 
 export type StatementName = keyof typeof statementSql;

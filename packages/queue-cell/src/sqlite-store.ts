@@ -57,6 +57,12 @@ import { CheckpointFlushError, WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type LostFlush, type SyncFile } from "./wal-sync.ts";
 import { FileIdentity } from "./file-identity.ts";
+import {
+  compactIfMostlyFree,
+  compactionBoundsDefault,
+  type CompactionBounds,
+  type CompactionOutcome,
+} from "./file-compaction.ts";
 
 /**
  * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
@@ -72,15 +78,21 @@ export interface SqliteStoreOptions {
   checkpointWalBytes?: number;
   /**
    * Told of a failed checkpoint: tried again after the next flush, unless a flush failed (then the
-   * store takes no more writes; see `failed`).
+   * store takes no more writes; see `failed`); or of a failed compaction, tried again after the next
+   * checkpoint or once more messages have left.
    */
-  onBackgroundError?: (error: unknown) => void;
+  onBackgroundError?: (error: unknown, work?: BackgroundWork) => void;
   /**
    * With `full`: copies the log into the database file off the event loop (the WalCheckpointer's
    * thread; tests stand in for it to make a copy's flush fail).
    */
   copyLog?: (path: string) => Promise<void>;
+  /** With `full`: when the file is rewritten without its free pages (compactionBoundsDefault). */
+  compaction?: CompactionBounds;
 }
+
+/** Which of the store's own work failed, for onBackgroundError: the checkpoint when not said. */
+export type BackgroundWork = "checkpoint" | "compaction";
 
 /**
  * Four times SQLite's default of 1,000 pages: with a longer log the hot index pages are copied
@@ -93,6 +105,13 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
  * 16 MiB of log left under 1 MiB, so a second is rare.
  */
 const backgroundCopiesMax = 4;
+/**
+ * A look at the file's free space once this many messages have left since the last, and once a
+ * backlog of at least compactLookAfterBacklogMessages is gone: a smaller one (at most 12.8 MB) cannot
+ * have freed the 16 MiB a compaction waits for by default.
+ */
+const compactLookEveryMessages = 1000;
+const compactLookAfterBacklogMessages = 100;
 /** 100 rows of 9 parameters: well under SQLite's 32,766 and the size of the largest sendBatch. */
 const insertRowsPerStatement = 100;
 
@@ -120,7 +139,7 @@ export class SqliteCellStore implements CellStore {
   private backgroundCheckpoint: Promise<void> | undefined;
   /** Whether the checkpointer's thread has a connection to this file, to be closed before ours. */
   private checkpointerConnected = false;
-  private readonly onBackgroundError: (error: unknown) => void;
+  private readonly onBackgroundError: (error: unknown, work?: BackgroundWork) => void;
   /** Multi-row INSERT statements by row count, prepared on first use. */
   private readonly insertStatements = new Map<number, Database.Statement>();
   /** Statements with a written-out LIMIT, by name and limit, prepared on first use. */
@@ -153,12 +172,24 @@ export class SqliteCellStore implements CellStore {
   /** Set for good when they were found deleted or moved (with `full`, WalSync keeps it instead). */
   private filesGone: CellError | undefined;
   private readonly copyLog: (path: string) => Promise<void>;
+  private readonly compaction: CompactionBounds;
+  /**
+   * Whether to look at the file's free space after the next flush: at open (a file an older celld
+   * left mostly free), after each checkpoint, and once messages have left (see afterFlush). The
+   * look costs about 14 µs, too much for every flush of a queue that never holds many.
+   */
+  private compactionWanted = true;
+  /** The most messages held (in any state) since the last look at the file's free space. */
+  private heldPeak = 0;
+  /** The last look found space to give back but too much in use, while a backlog was left. */
+  private lookWhenEmptied = false;
 
   constructor(
     private readonly path: string,
     options: SqliteStoreOptions = {},
   ) {
     this.copyLog = options.copyLog ?? ((file) => WalCheckpointer.get().checkpoint(file));
+    this.compaction = options.compaction ?? compactionBoundsDefault;
     try {
       this.db = new Database(path);
     } catch (error) {
@@ -183,7 +214,7 @@ export class SqliteCellStore implements CellStore {
         this.walSync = new WalSync(
           `${path}-wal`,
           options.syncFile,
-          () => this.checkpointIfLarge(),
+          () => this.afterFlush(),
           () => this.filesLost(),
         );
       } else {
@@ -803,6 +834,48 @@ export class SqliteCellStore implements CellStore {
     }
   }
 
+  /** After each successful flush, with no flush running and no transaction open. */
+  private afterFlush(): void {
+    this.checkpointIfLarge();
+    // Pages are freed only as messages leave: look once many have, or once a backlog of some size
+    // is gone altogether (the usual end of a drain, when the most is free and the least in use).
+    const backlog = this.counts.ready + this.counts.leased + this.counts.moving;
+    const held = backlog + this.counts.dead;
+    if (held > this.heldPeak) this.heldPeak = held;
+    const left = this.heldPeak - held;
+    const emptied = backlog === 0 && (left >= compactLookAfterBacklogMessages || this.lookWhenEmptied);
+    if (left >= compactLookEveryMessages || emptied) this.compactionWanted = true;
+    if (this.compactionWanted) this.compactIfMostlyFree();
+  }
+
+  /**
+   * Gives the file's free pages back to the file system once they are many and what is left is
+   * little (see compactIfMostlyFree): the rewrite on the event loop, the copy into the file, which
+   * truncates it, on the checkpointer's thread. Waits while a checkpoint runs (it would not see the
+   * rewrite's commit, or the thread's connection would hold the old pages); asked again after it.
+   */
+  private compactIfMostlyFree(): void {
+    if (!this.db.open || this.db.inTransaction || this.backgroundCheckpoint !== undefined) return;
+    if (this.failed !== undefined) return;
+    this.compactionWanted = false;
+    const backlog = this.counts.ready + this.counts.leased + this.counts.moving;
+    this.heldPeak = backlog + this.counts.dead;
+    let outcome: CompactionOutcome;
+    try {
+      outcome = compactIfMostlyFree(this.db, this.stmt.pageCounts, this.compaction);
+    } catch (error) {
+      // Nothing is lost: a VACUUM that failed (a full disk) rolled back. Tried again after the next
+      // checkpoint, or once more messages have left.
+      const failure = storageError(error, "giving its file's free space back");
+      if (isDamage(error)) this.damaged ??= failure as CellError;
+      this.onBackgroundError(failure, "compaction");
+      return;
+    }
+    // What the backlog holds may be all that is in the way; with none left, it is dead letters.
+    this.lookWhenEmptied = outcome === "much in use" && backlog > 0;
+    if (outcome === "compacted") this.startCheckpoint();
+  }
+
   /**
    * After a flush: once the log not yet copied passes the threshold, the checkpointer's thread
    * copies it, again while commits meanwhile added much (it copies faster than a writer adds), and
@@ -822,6 +895,10 @@ export class SqliteCellStore implements CellStore {
       return;
     }
     if (size === undefined || size < this.checkpointWalBytes) return;
+    this.startCheckpoint();
+  }
+
+  private startCheckpoint(): void {
     this.checkpointerConnected = true;
     this.backgroundCheckpoint = this.copyInBackground()
       .then(() => {
@@ -831,6 +908,8 @@ export class SqliteCellStore implements CellStore {
       .catch((error: unknown) => this.checkpointFailed(error))
       .finally(() => {
         this.backgroundCheckpoint = undefined;
+        this.compactionWanted = true;
+        this.compactIfMostlyFree();
       });
   }
 

@@ -3,15 +3,19 @@
  * "sent <id>" after each send resolved, "acking <ids>" before each ack and "acked <id>" after each
  * ack resolved. The parent kills it with SIGKILL at a random moment and checks the file against
  * what was printed. The log is checkpointed every 256 KiB (argv[3]) rather than every 16 MiB, so
- * kills also land in and around checkpoints.
+ * kills also land in and around checkpoints. With CELLD_CRASH_COMPACT=1 the file is rewritten without
+ * its free pages whenever any are free (see file-compaction.ts), and the consumer leases 100 at a
+ * time so the backlog stays small enough for that: kills land in and around those rewrites too.
  */
 import { QueueCell, SqliteCellStore } from "../src/index.ts";
 
 const path = process.argv[2]!;
 const checkpointWalBytes = Number(process.argv[3] ?? 256 * 1024);
+const compact = process.env.CELLD_CRASH_COMPACT === "1";
 const store = new SqliteCellStore(path, {
   durability: "full",
   checkpointWalBytes,
+  ...(compact ? { compaction: { freeBytesMin: 32 * 1024, liveBytesMax: 8 * 1024 * 1024 } } : {}),
   onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
 });
 const cell = new QueueCell({ name: "crash", store });
@@ -31,7 +35,7 @@ async function producer(worker: number): Promise<void> {
 
 async function consumer(): Promise<void> {
   for (;;) {
-    const leased = await cell.lease({ max: 10, visibilityTimeoutSeconds: 600 });
+    const leased = await cell.lease({ max: compact ? 100 : 10, visibilityTimeoutSeconds: 600 });
     if (leased.length === 0) {
       await new Promise((resolve) => setTimeout(resolve, 1));
       continue;

@@ -33,10 +33,14 @@ interface Printed {
   acked: Set<string>;
 }
 
-/** Runs the child until a random moment after it started working, then SIGKILLs it. */
-function runAndKill(path: string, killAfterMs: number): Promise<Printed> {
+/**
+ * Runs the child until a random moment after it started working, then SIGKILLs it; with `compact`,
+ * its file is rewritten without its free pages whenever it has some (see crash-child.ts).
+ */
+function runAndKill(path: string, killAfterMs: number, compact: boolean): Promise<Printed> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [child, path], { stdio: ["ignore", "pipe", "pipe"] });
+    const env = { ...process.env, CELLD_CRASH_COMPACT: compact ? "1" : "0" };
+    const proc = spawn(process.execPath, [child, path], { stdio: ["ignore", "pipe", "pipe"], env });
     const printed: Printed = { sent: new Set(), acking: new Set(), acked: new Set() };
     let buffer = "";
     let stderr = "";
@@ -75,7 +79,8 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
   const everAcking = new Set<string>();
   let totalSent = 0;
   for (let cycle = 0; cycle < cycles; cycle++) {
-    const printed = await runAndKill(path, 20 + rand.int(200));
+    // Every third run rewrites the file (compaction) as it goes.
+    const printed = await runAndKill(path, 20 + rand.int(200), cycle % 3 === 2);
     printed.sent.forEach((id) => everSent.add(id));
     printed.acked.forEach((id) => everAcked.add(id));
     printed.acking.forEach((id) => everAcking.add(id));

@@ -20,7 +20,15 @@ const scansByDesign: Partial<Record<StatementName, string>> = {
   sweepReceived: "forgets old dead-letter receipts, on the retention tick",
 };
 /** No table lookup at all. */
-const noLookup: StatementName[] = ["insertIgnore", "insertPack", "insertUnpacked", "markReceived", "setMeta", "totalChanges"];
+const noLookup: StatementName[] = [
+  "insertIgnore",
+  "insertPack",
+  "insertUnpacked",
+  "markReceived",
+  "setMeta",
+  "totalChanges",
+  "pageCounts",
+];
 
 function plan(db: Database.Database, sql: string): string[] {
   const named = [...sql.matchAll(/@(\w+)/g)].map((m) => m[1]!);
