@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, expect, test } from "vitest";
 import { CellRegistry } from "../packages/queue-cell/src/index.ts";
 import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
@@ -283,6 +284,35 @@ test("a data directory, or a queue's file in it, that cannot be written is one c
   expect(queue.output().trim()).toBe(
     `celld: the data directory ${data} cannot be used: starting queue "jobs" failed: SQLITE_CANTOPEN: unable to open database file`,
   );
+});
+
+test("a file of the queues API written by a newer celld is one line naming it, left as it was, for dev and keys", async () => {
+  const p = appProject("", echoWorker);
+  const data = join(p.dir, "data");
+  mkdirSync(join(data, "api"), { recursive: true });
+  for (const name of ["catalog.sqlite", "keys.sqlite"]) {
+    const db = new Database(join(data, "api", name));
+    db.pragma("user_version = 2");
+    db.close();
+  }
+  const before = readFileSync(join(data, "api", "catalog.sqlite"));
+  const dev = run(["dev", "--port", "0", "--api-port", "0", "--data", data], p.dir);
+  expect(await dev.exited).toBe(1);
+  // The key store opens first.
+  expect(dev.output().trim().split("\n").at(-1)).toBe(
+    `celld: the data directory ${data} cannot be used: opening api/keys.sqlite failed: its file was written by a newer celld ` +
+      `(api/keys.sqlite is of format 2, and this celld reads formats up to 1); nothing in it was changed: run that celld or a newer one on this data directory`,
+  );
+  const keys = run(["keys", "list", "--data", data], p.dir);
+  expect(await keys.exited).toBe(1);
+  expect(keys.output().trim()).toContain("api/keys.sqlite is of format 2, and this celld reads formats up to 1");
+  rmSync(join(data, "api", "keys.sqlite"));
+  const again = run(["dev", "--port", "0", "--api-port", "0", "--data", data], p.dir);
+  expect(await again.exited).toBe(1);
+  expect(again.output().trim().split("\n").at(-1)).toContain(
+    "opening api/catalog.sqlite failed: its file was written by a newer celld (api/catalog.sqlite is of format 2",
+  );
+  expect(readFileSync(join(data, "api", "catalog.sqlite")).equals(before)).toBe(true);
 });
 
 test("a damaged file of the queues API is one clear line naming it and status 1, as a queue's is", async () => {

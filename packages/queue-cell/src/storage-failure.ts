@@ -22,6 +22,8 @@ const causeByCode: ReadonlyArray<readonly [string, StorageCause]> = [
   ["SQLITE_NOTADB", "corrupt"],
   // The store's own: a cell file of a layout newer than this code (see cellFormatVersion).
   ["ERR_CELL_FORMAT_NEWER", "newer-format"],
+  // The same of the native API's files (its catalog, its keys).
+  ["ERR_STORE_FORMAT_NEWER", "newer-format"],
   // The cell's own: a file that holds another queue (see QueueCell's constructor).
   ["ERR_CELL_FILE_MISPLACED", "misplaced"],
 ];

@@ -7,6 +7,7 @@ import { apiLimits } from "./api-limits.ts";
 import { ApiError } from "./errors.ts";
 import { checkString } from "./fields.ts";
 import { checkEnvName } from "./names.ts";
+import { readApiStoreFormat, stampApiStoreFormat } from "./store-format.ts";
 
 export const apiScopes = ["events:publish", "events:write", "events:read"] as const;
 export type ApiScope = (typeof apiScopes)[number];
@@ -66,19 +67,26 @@ export class ApiKeyStore {
   private constructor(path: string, clock: Clock) {
     this.clock = clock;
     this.db = new Database(path);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
-    // Hashes only, but nobody else needs to read them.
-    chmodSync(path, 0o600);
-    this.db.exec(`CREATE TABLE IF NOT EXISTS api_keys (
-      id TEXT PRIMARY KEY,
-      name TEXT NOT NULL,
-      env TEXT NOT NULL,
-      scopes TEXT NOT NULL,
-      hash BLOB NOT NULL,
-      created_at INTEGER NOT NULL,
-      revoked_at INTEGER
-    ) WITHOUT ROWID`);
+    try {
+      const version = readApiStoreFormat(this.db, "api/keys.sqlite");
+      this.db.pragma("journal_mode = WAL");
+      this.db.pragma("synchronous = FULL");
+      // Hashes only, but nobody else needs to read them.
+      chmodSync(path, 0o600);
+      this.db.exec(`CREATE TABLE IF NOT EXISTS api_keys (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        env TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        hash BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+      ) WITHOUT ROWID`);
+      stampApiStoreFormat(this.db, version);
+    } catch (error) {
+      this.db.close();
+      throw error;
+    }
     this.stmt = {
       insert: this.db.prepare(
         "INSERT INTO api_keys (id, name, env, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -1,6 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { readApiStoreFormat, stampApiStoreFormat } from "./store-format.ts";
 
 /**
  * What the API knows about queues and subscriptions beyond the cells themselves: ids, times,
@@ -108,9 +109,16 @@ export class Catalog {
 
   private constructor(path: string) {
     this.db = new Database(path);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
-    this.db.exec(schema);
+    try {
+      const version = readApiStoreFormat(this.db, "api/catalog.sqlite");
+      this.db.pragma("journal_mode = WAL");
+      this.db.pragma("synchronous = FULL");
+      this.db.exec(schema);
+      stampApiStoreFormat(this.db, version);
+    } catch (error) {
+      this.db.close();
+      throw error;
+    }
     const db = this.db;
     this.stmt = {
       queue: db.prepare("SELECT * FROM queues WHERE name = ?"),

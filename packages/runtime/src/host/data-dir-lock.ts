@@ -46,7 +46,7 @@ function reasonOf(dataDir: string, error: unknown): string {
     case "misplaced":
       return `${detail.replace(/^ERR_CELL_FILE_MISPLACED: /, "")}${file === undefined ? "" : ` (${file})`}: it was copied or renamed there; nothing in it was changed: move it away`;
     case "newer-format":
-      return `its file was written by a newer celld (${detail.replace(/^ERR_CELL_FORMAT_NEWER: /, "")}); nothing in it was changed: run that celld or a newer one on this data directory`;
+      return `its file was written by a newer celld (${detail.replace(/^ERR_(CELL|STORE)_FORMAT_NEWER: /, "")}); nothing in it was changed: run that celld or a newer one on this data directory`;
     case "other":
       return detail;
   }
