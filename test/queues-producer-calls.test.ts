@@ -103,4 +103,27 @@ queues.producers = [{ binding = "JOBS", queue = "jobs" }]
     expect(await call("/metrics")).toEqual({ status: 200, json: second.metadata.metrics });
     expect(counts).toMatchObject({ ready: 1, delayed: 1, backlogBytes: 5 });
   });
+
+  // JSON.stringify gives undefined for these, and workerd then sends the text "undefined" as a
+  // json body. Stored, the consumer would get the string "undefined" (celld hands over a json body
+  // that does not parse as its text); Cloudflare's own consumer would fail to parse it on every
+  // delivery. Refused at send, the author learns of it where the mistake is.
+  for (const kind of ["function", "symbol", "toJSON"]) {
+    for (const batch of [false, true]) {
+      test(`${batch ? "sendBatch()" : "send()"} of a value JSON cannot represent (${kind}) as json is refused; nothing is stored`, async () => {
+        const res = await call("/send-not-json", { body: { kind, batch } });
+        const field = batch ? "messages[1]" : "message";
+        expect(res).toEqual({
+          status: 500,
+          json: {
+            error:
+              `Error: MessageMetadataInvalid: ${field} has contentType json but its body is not JSON: ` +
+              "JSON.stringify() gave undefined (a function, a Symbol, or a toJSON() that returns undefined); " +
+              "send a value JSON can represent (10203)",
+          },
+        });
+        expect(await jobs.counts()).toMatchObject({ ready: 0, delayed: 0 });
+      });
+    }
+  }
 });

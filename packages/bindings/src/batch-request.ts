@@ -1,6 +1,6 @@
 import type { OutgoingMessage } from "@celld/queue-cell";
 import { ProtocolError } from "./cloudflare-errors.ts";
-import { parseMessageFormat } from "./message-format.ts";
+import { checkJsonBody, parseMessageFormat } from "./message-format.ts";
 
 /**
  * Reads the body workerd's sendBatch() posts to /batch:
@@ -41,10 +41,10 @@ export function parseBatchRequest(text: string): OutgoingMessage[] {
     // as well, so a damaged body would be stored as different bytes instead of being refused.
     // Encoding the bytes again must give back the very same text.
     if (out.toString("base64", offset, offset + written) !== entry.body) throw notBase64(`messages[${i}]`);
-    const message: OutgoingMessage = {
-      body: out.subarray(offset, offset + written),
-      contentType: parseMessageFormat(entry["contentType"], () => `messages[${i}].contentType`),
-    };
+    const body = out.subarray(offset, offset + written);
+    const contentType = parseMessageFormat(entry["contentType"], () => `messages[${i}].contentType`);
+    checkJsonBody(contentType, body, () => `messages[${i}]`);
+    const message: OutgoingMessage = { body, contentType };
     offset += written;
     // Passed on unchecked: the cell refuses a delay that is not a whole number in range, and
     // names this field when it does.

@@ -1,11 +1,12 @@
 import type { CellError, CellErrorCode } from "@celld/queue-cell";
 
 /**
- * Refusals the producer handler makes itself, before a request reaches the cell: the request is
- * not what workerd's queue binding sends. Through the real binding only a hand-made request to the
- * binding's service can cause them.
+ * Refusals the producer handler makes itself, before a request reaches the cell. All but one say
+ * the request is not what workerd's queue binding sends, which through the real binding only a
+ * hand-made request to the binding's service can cause; ERR_BODY_NOT_JSON is a json message whose
+ * body workerd could not encode as JSON (message-format.ts).
  */
-export type ProtocolErrorCode = "ERR_CONTENT_TYPE" | "ERR_JSON_MALFORMED" | "ERR_JSON_INVALID" | "ERR_NO_ROUTE";
+export type ProtocolErrorCode = "ERR_CONTENT_TYPE" | "ERR_JSON_MALFORMED" | "ERR_JSON_INVALID" | "ERR_NO_ROUTE" | "ERR_BODY_NOT_JSON";
 
 export type ProducerErrorCode = CellErrorCode | ProtocolErrorCode;
 
@@ -35,6 +36,8 @@ export const cloudflareErrors: Readonly<Record<ProducerErrorCode, CloudflareQueu
   ERR_BATCH_COUNT: { status: 413, code: 10206, name: "BatchCountOutOfBounds" },
   ERR_DELAY_OUT_OF_RANGE: { status: 400, code: 10202, name: "BatchDelayInvalid" },
   ERR_CONTENT_TYPE: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
+  // The message's metadata (its content type) does not describe its body.
+  ERR_BODY_NOT_JSON: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
   ERR_INVALID: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
   ERR_OUT_OF_RANGE: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
   ERR_JSON_INVALID: { status: 400, code: 10207, name: "JSONRequestBodyInvalid" },

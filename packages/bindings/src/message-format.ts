@@ -21,3 +21,26 @@ export function parseMessageFormat(raw: unknown, field: string | (() => string))
   }
   return format;
 }
+
+// What workerd sends as a json body when JSON.stringify() returns undefined (a function, a Symbol,
+// an object whose toJSON() returns undefined): the text "undefined", the one body its json
+// encoding can produce that is not JSON. Compared byte by byte, so that checking costs nothing on
+// ordinary bodies (parsing every json body would cost a parse per message).
+const notJsonBody = new TextEncoder().encode("undefined");
+
+/**
+ * Refuses a json body that is not JSON. Stored, it would reach the consumer as the string
+ * "undefined" (a json body that does not parse is handed over as its text), where Cloudflare's
+ * consumer fails to parse it on every delivery; refused, the Worker learns at send(), where the
+ * mistake is. `field` is the message's name in the error.
+ */
+export function checkJsonBody(format: MessageFormat, body: Uint8Array, field: string | (() => string)): void {
+  if (format !== "json" || body.byteLength !== notJsonBody.byteLength) return;
+  for (let i = 0; i < body.byteLength; i++) if (body[i] !== notJsonBody[i]) return;
+  const name = typeof field === "string" ? field : field();
+  throw new ProtocolError(
+    "ERR_BODY_NOT_JSON",
+    `${name} has contentType json but its body is not JSON: JSON.stringify() gave undefined ` +
+      "(a function, a Symbol, or a toJSON() that returns undefined); send a value JSON can represent",
+  );
+}

@@ -8,7 +8,7 @@ import {
   type ProducerCall,
   type ProducerReply,
 } from "./cloudflare-errors.ts";
-import { parseMessageFormat } from "./message-format.ts";
+import { checkJsonBody, parseMessageFormat } from "./message-format.ts";
 
 const utf8 = new TextDecoder();
 
@@ -100,6 +100,7 @@ export class ProducerHandler {
 
   private async sendMessage(request: ProducerRequest): Promise<BacklogMetrics> {
     const contentType = parseMessageFormat(header(request, "x-msg-fmt"), "contentType");
+    checkJsonBody(contentType, request.body, "message");
     const options = this.sendOptions(request);
     const result = await this.withCell((cell) => cell.send([{ body: request.body, contentType }], options));
     return result.metrics;

@@ -14,6 +14,7 @@ describe("the code table", () => {
       ERR_BATCH_COUNT: { status: 413, code: 10206, name: "BatchCountOutOfBounds" },
       ERR_DELAY_OUT_OF_RANGE: { status: 400, code: 10202, name: "BatchDelayInvalid" },
       ERR_CONTENT_TYPE: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
+      ERR_BODY_NOT_JSON: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
       ERR_INVALID: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
       ERR_OUT_OF_RANGE: { status: 400, code: 10203, name: "MessageMetadataInvalid" },
       ERR_JSON_INVALID: { status: 400, code: 10207, name: "JSONRequestBodyInvalid" },

@@ -66,6 +66,21 @@ describe("POST /message", () => {
     expect((await takeAll()).map((m) => m.contentType)).toEqual(["v8", "bytes"]);
   });
 
+  test("only a json body that is exactly the text undefined is refused as not JSON", async () => {
+    const refused = await handler().handle(message("undefined", { "x-msg-fmt": "json" }));
+    expect(refused.status).toBe(400);
+    expect(refused.headers["cf-queues-error-code"]).toBe("10203");
+    // The same bytes as text, a JSON string of the word, and other bodies of nine bytes are stored.
+    for (const [body, fmt] of [["undefined", "text"], ['"undefined"', "json"], ["undefineD", "json"], ["123456789", "json"]]) {
+      expect((await handler().handle(message(body!, { "x-msg-fmt": fmt! }))).status).toBe(200);
+    }
+    const refusedInBatch = await handler().handle(
+      batch(JSON.stringify({ messages: [{ body: b64("1"), contentType: "json" }, { body: b64("undefined"), contentType: "JSON" }] })),
+    );
+    expect(refusedInBatch.headers["cf-queues-error-cause"]).toMatch(/^MessageMetadataInvalid: messages\[1\] has contentType json but its body is not JSON/);
+    expect((await takeAll()).map((m) => m.body)).toEqual(["undefined", '"undefined"', "undefineD", "123456789"]);
+  });
+
   test("an unknown format is refused with 10203 and nothing is stored", async () => {
     const reply = await handler().handle(message("a", { "x-msg-fmt": "xml" }));
     expect([reply.status, reply.statusText]).toEqual([
