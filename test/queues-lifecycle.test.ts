@@ -235,6 +235,27 @@ queues.consumers = [{ queue = "other" }]
   expect(h.log.lines.filter((l) => l.includes("has no queue() handler"))).toHaveLength(1);
 });
 
+test("a consumer Worker with exports but no default export is pointed out at start", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
+  const other = p.write({
+    "nodefault/wrangler.toml": `
+name = "nodefault"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.consumers = [{ queue = "other" }]
+`,
+    // A named queue export is not a handler: workerd reads only the default export's.
+    "nodefault/worker.js": "export class Thing {}\nexport async function queue() {}\n",
+  });
+  const h = await runHost([config, other], p.dataDir);
+  hosts.push(h);
+  const warning =
+    'Worker "nodefault" consumes "other" but has no default export, so no queue() handler: ' +
+    "every batch will fail, and its messages be retried, then dead-lettered or deleted";
+  expect(h.log.lines).toContain(`warn: ${warning}`);
+  expect(h.log.lines.filter((l) => l.includes("queue() handler:"))).toHaveLength(1);
+});
+
 test("a Worker's send refused by a full disk fails in the Worker and is logged by the host, once a minute per queue and cause", async () => {
   const { p, config } = app("");
   const h = await start(config, p.dataDir);

@@ -148,10 +148,16 @@ ${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarn
  * the first batch has failed.
  */
 function missingQueueWarning(worker: string, queues: readonly string[]): string {
-  const named = queues.map((q) => `"${q}"`).join(", ");
-  const text =
-    `[celld] warning: Worker "${worker}" consumes ${named} but its default export has no queue() handler: ` +
-    "every batch will fail, and its messages be retried, then dead-lettered or deleted";
+  const text = `[celld] warning: Worker "${worker}" consumes ${named(queues)} but its default export has no queue() handler: ${consequence}`;
   return `if (!has("queue")) console.error(${JSON.stringify(text)});
 `;
 }
+
+/** The same warning for a module Worker with no default export at all, which gets no shim. */
+export function noDefaultExportWarning(worker: string, queues: readonly string[]): string {
+  return `Worker "${worker}" consumes ${named(queues)} but has no default export, so no queue() handler: ${consequence}`;
+}
+
+const consequence = "every batch will fail, and its messages be retried, then dead-lettered or deleted";
+
+const named = (queues: readonly string[]): string => queues.map((q) => `"${q}"`).join(", ");

@@ -13,7 +13,7 @@ import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
-import { handlerErrorShim } from "./handler-error-shim.ts";
+import { handlerErrorShim, noDefaultExportWarning } from "./handler-error-shim.ts";
 import { openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
@@ -124,7 +124,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const workers: WorkerOptions[] = [];
     const bundled: BundledWorker[] = [];
     for (const worker of options.deployment.workers) {
-      const bundle = await bundleFor(worker);
+      const bundle = await bundleFor(worker, (message) => log.warn(message));
       bundled.push({ name: worker.name, main: worker.main, bundle });
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
@@ -229,9 +229,14 @@ export async function startHost(options: HostOptions): Promise<Host> {
  * The shim imports main, so the second bundle collects the same Text, Data and Wasm modules, under
  * the same names.
  */
-async function bundleFor(worker: WorkerConfig): Promise<WorkerBundle> {
+async function bundleFor(worker: WorkerConfig, warn: (message: string) => void): Promise<WorkerBundle> {
   const plain = await bundleWorker(worker);
-  if (!plain.exports.includes("default")) return plain;
   const consumer = { worker: worker.name, queues: worker.consumers.map((c) => c.queue) };
+  if (!plain.exports.includes("default")) {
+    // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the
+    // first batch had failed, and then ask for addEventListener("queue"), which a module cannot use.
+    if (plain.modules && consumer.queues.length > 0) warn(noDefaultExportWarning(consumer.worker, consumer.queues));
+    return plain;
+  }
   return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer) });
 }
