@@ -57,13 +57,25 @@ queues.producers = [{ binding = "JOBS", queue = "jobs" }]
     return leased.map((m) => [m.contentType, text.decode(m.body)]);
   }
 
-  test("contentType is read in any case", async () => {
+  test("send() reads contentType in any case", async () => {
     expect((await call("/send", { body: { a: 1 }, options: { contentType: "JSON" } })).status).toBe(200);
     expect((await call("/send", { body: "t", options: { contentType: "Text" } })).status).toBe(200);
     expect(await held()).toEqual([
       ["json", '{"a":1}'],
       ["text", "t"],
     ]);
+  });
+
+  test("sendBatch() refuses a contentType that is not lower case: workerd's own check, as on Cloudflare", async () => {
+    // workerd validates the lower-cased name but then encodes by the name as given, which matches
+    // none; send() encodes by the validated one.
+    for (const contentType of ["Text", "JSON"]) {
+      expect(await call("/send-batch", { messages: [{ body: "s", contentType }] })).toEqual({
+        status: 500,
+        json: { error: `TypeError: Unsupported queue message content type: ${contentType}` },
+      });
+    }
+    expect(await jobs.counts()).toMatchObject({ ready: 0, delayed: 0 });
   });
 
   test("sendBatch() takes any iterable: a Set and a generator", async () => {
