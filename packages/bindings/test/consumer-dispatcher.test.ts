@@ -33,6 +33,19 @@ afterEach(async () => {
 
 const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 20));
 
+/**
+ * Waits (real time) until `check` holds. For what the dispatcher does after a write of its own
+ * commits: a test that reads the cell can see the write before the dispatcher has gone on, and on
+ * a loaded machine settle()'s 20 ms did not cover the gap.
+ */
+async function until(check: () => boolean, what: string): Promise<void> {
+  const end = Date.now() + 5_000;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 async function start(settings: Partial<ConsumerSettings>): Promise<{ cell: QueueCell; batches: string[][] }> {
   const cell = await registry.open("jobs");
   const batches: string[][] = [];
@@ -224,6 +237,8 @@ test("a handler that could not be run costs no attempt: the batch goes back and 
   const start = clock.now();
   await send(cell, "a");
   await settle();
+  // Logged after the release commits.
+  await until(() => errors.length === 1, "the first error");
   expect(invoked).toEqual([{ at: start, attempts: [1] }]);
   expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
   expect(errors).toEqual([
@@ -235,6 +250,7 @@ test("a handler that could not be run costs no attempt: the batch goes back and 
   expect(invoked).toHaveLength(1);
   clock.advance(1);
   await settle();
+  await until(() => errors.length === 2, "the second error");
   // Still its first attempt; the wait doubles.
   expect(invoked[1]).toEqual({ at: start + 1_000, attempts: [1] });
   expect(errors[1]).toMatch(/the next batch in 2 s$/);
