@@ -192,15 +192,29 @@ queues.consumers = [{ queue = "other", max_batch_timeout = 0 }, { queue = "big",
     expect(got.map((s) => s.attempts)).toEqual([1, 2]);
   });
 
-  const thrown: Array<{ mode: string; printed: string }> = [
-    { mode: "throw-string", printed: "a plain string" },
-    { mode: "throw-undefined", printed: "undefined" },
+  // What the log shows of a thrown value that is not a plain Error: the value itself, not
+  // "[object Object]", and an Error's causes, which say what went wrong first.
+  const thrown: Array<{ what: string; mode: string; printed: string[] }> = [
+    { what: "a string", mode: "throw-string", printed: ["a plain string"] },
+    { what: "undefined", mode: "throw-undefined", printed: ["undefined"] },
+    { what: "a plain object", mode: "throw-object", printed: ['{"code":42,"detail":"a plain object"}'] },
+    {
+      what: "an Error with causes",
+      mode: "throw-with-cause",
+      printed: ["Error: could not save", "Caused by: TypeError: the store said no", "Caused by: a string at the root"],
+    },
   ];
-  for (const { mode, printed } of thrown) {
-    test(`a handler that throws ${printed === "undefined" ? "undefined" : "a string"}: retried, and the value is in the log`, async () => {
+  for (const { what, mode, printed } of thrown) {
+    test(`a handler that throws ${what}: retried, and the value is in the log`, async () => {
+      const mark = h.log.lines.length;
       const got = await deliveries(mode, { mode }, 20);
       expect(got.map((s) => s.attempts)).toEqual([1, 2]);
-      expect(h.log.lines).toContain(`stderr: [celld] queue() handler for "jobs" threw: ${printed}`);
+      const lines = h.log.lines.slice(mark);
+      const first = lines.findIndex((l) => l.startsWith('stderr: [celld] queue() handler for "jobs" threw: '));
+      expect(lines[first]).toBe(`stderr: [celld] queue() handler for "jobs" threw: ${printed[0]}`);
+      // The stack lines between are the error's own and its causes'.
+      const rest = lines.slice(first + 1).filter((l) => !/^stderr:\s+at /.test(l));
+      expect(rest.slice(0, printed.length - 1)).toEqual(printed.slice(1).map((p) => `stderr: ${p}`));
     });
   }
 

@@ -22,7 +22,32 @@ const original = user.default;
 const printed = new WeakSet();
 const report = (lead, error) => {
   if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
-  console.error(\`[celld] \${lead}: \${error && error.stack ? error.stack : String(error)}\`);
+  console.error(\`[celld] \${lead}: \${describe(error)}\`);
+};
+// A thrown value as the author would want to read it: an error's stack, then its causes (an error
+// rethrown with { cause } names what went wrong first), each once; a plain object as JSON, where
+// String() would say only "[object Object]".
+const describe = (error) => {
+  let text = one(error);
+  const seen = new Set([error]);
+  for (let cause = causeOf(error); cause !== undefined && !seen.has(cause); cause = causeOf(cause)) {
+    seen.add(cause);
+    text += \`\\nCaused by: \${one(cause)}\`;
+  }
+  return text;
+};
+const causeOf = (value) => (value instanceof Error ? value.cause : undefined);
+const one = (value) => {
+  if (value && typeof value.stack === "string") return value.stack;
+  if (value !== null && typeof value === "object" && !(value instanceof Error)) {
+    try {
+      const json = JSON.stringify(value);
+      if (json !== undefined && json !== "{}") return json;
+    } catch {
+      // A cycle or a BigInt: String() below still names it.
+    }
+  }
+  return String(value);
 };
 const reportOnce = (lead, error) => {
   if (!printed.has(error)) report(lead, error);
