@@ -43,6 +43,9 @@ const int32Min = -(2 ** 31);
 const int32Max = 2 ** 31 - 1;
 const absoluteUri = /^[A-Za-z][A-Za-z0-9+.-]*:\S*$/;
 const uriReference = /^[^\s\u0000-\u001f\u007f]+$/;
+/** What CloudEvents' String type forbids; its URI types are strings too. */
+const notInString = /[\p{Cc}\p{Cs}\p{Noncharacter_Code_Point}]/u;
+const stringBound = "no control characters (U+0000-U+001F, U+007F-U+009F), noncharacters or unpaired surrogates";
 const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const encoder = new TextEncoder();
 // A text body comes back as it was sent, a leading byte-order mark included (a CSV from Excel),
@@ -163,7 +166,7 @@ export function checkAttributes(
         bound: `1 to ${apiLimits.eventAttributeCharsMax} characters`,
       });
     }
-    out[name] = checkString(path, raw[name], apiLimits.eventAttributeCharsMax);
+    out[name] = attributeString(path, raw[name], apiLimits.eventAttributeCharsMax);
   }
   if (!uriReference.test(out["source"] as string)) {
     const path = pathOf("source");
@@ -172,7 +175,7 @@ export function checkAttributes(
   const contentType = raw["datacontenttype"];
   if (contentType !== undefined) {
     const path = pathOf("datacontenttype");
-    checkString(path, contentType, limits.contentTypeCharsMax);
+    attributeString(path, contentType, limits.contentTypeCharsMax);
     if (!isMediaType(contentType as string)) {
       throw invalid(path, "must be a media type such as application/json", contentType, "type/subtype[; parameters]");
     }
@@ -181,12 +184,12 @@ export function checkAttributes(
   const schema = raw["dataschema"];
   if (schema !== undefined) {
     const path = pathOf("dataschema");
-    checkString(path, schema, apiLimits.eventAttributeCharsMax);
+    attributeString(path, schema, apiLimits.eventAttributeCharsMax);
     if (!absoluteUri.test(schema as string)) throw invalid(path, "must be an absolute URI", schema, "an absolute URI");
     out["dataschema"] = schema as string;
   }
   if (raw["subject"] !== undefined) {
-    out["subject"] = checkString(pathOf("subject"), raw["subject"], apiLimits.eventAttributeCharsMax);
+    out["subject"] = attributeString(pathOf("subject"), raw["subject"], apiLimits.eventAttributeCharsMax);
   }
   const time = raw["time"];
   if (time !== undefined) {
@@ -222,9 +225,28 @@ export function checkAttributes(
   return out;
 }
 
+/**
+ * A String-typed attribute (or a URI, which is one too): bounded, and without the characters the
+ * type forbids. Such a value could not travel on as a binary-mode header, nor be taken by another
+ * CloudEvents receiver.
+ */
+function attributeString(path: string, value: unknown, maxChars: number, minChars = 1): string {
+  const text = checkString(path, value, maxChars, minChars);
+  const found = notInString.exec(text);
+  if (found !== null) {
+    const codePoint = `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
+    throw new ApiError(
+      "invalid_argument",
+      `${path} holds ${codePoint} at index ${found.index}; a CloudEvents attribute string has ${stringBound}, got ${describe(text)}`,
+      { field: path, bound: `a string with ${stringBound}` },
+    );
+  }
+  return text;
+}
+
 function checkExtensionValue(path: string, value: unknown): AttributeValue {
   if (typeof value === "boolean") return value;
-  if (typeof value === "string") return checkString(path, value, apiLimits.eventAttributeCharsMax, 0);
+  if (typeof value === "string") return attributeString(path, value, apiLimits.eventAttributeCharsMax, 0);
   if (typeof value === "number" && Number.isInteger(value) && value >= int32Min && value <= int32Max) return value;
   throw invalid(path, "must be a string, a boolean or a 32-bit integer", value, "a string, boolean or 32-bit integer");
 }
