@@ -49,3 +49,22 @@ describe("RFC 3339 times far from now", () => {
     ]);
   });
 });
+
+describe("RFC 3339 fractions of any length", () => {
+  // RFC 3339's time-secfrac is "." 1*DIGIT, with no bound; a time is kept to nanoseconds, as a
+  // protobuf Timestamp holds it, so the digits past the ninth are dropped (rounding down).
+  it("a fraction past nanoseconds is read, and kept to nanoseconds", () => {
+    expect(parseRfc3339("2026-01-01T00:00:00.1234567891Z")).toEqual({ seconds: 1767225600, nanos: 123456789 });
+    expect(parseRfc3339("2026-01-01T00:00:00.99999999999999+01:00")).toEqual({ seconds: 1767222000, nanos: 999999999 });
+  });
+
+  it("an event's time with twelve fraction digits is taken and comes back to the nanosecond", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    const sent = await h.call("POST", `${path}:send`, { body: { events: [event("t", 1, { time: "2026-01-01T00:00:00.123456789123Z" })] } });
+    expect(sent.status).toBe(200);
+    const leased = await h.call("POST", `${path}:lease`, { body: {} });
+    expect(leased.json.messages[0].event.time).toBe("2026-01-01T00:00:00.123456789Z");
+  });
+});

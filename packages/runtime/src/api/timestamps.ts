@@ -2,7 +2,7 @@
  * RFC 3339 timestamps, the form CloudEvents' `time` and every time field of the API take. Kept to
  * nanoseconds so a protobuf Timestamp survives a trip through JSON unchanged.
  */
-const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
 export interface Instant {
   /** Whole seconds since the epoch. */
@@ -29,7 +29,8 @@ export function parseRfc3339(text: string): Instant | undefined {
   }
   // A leap second is read as the last instant of its minute.
   const seconds = Math.floor(dayMs / 1000) + hour * 3600 + minute * 60 + Math.min(second, 59) - offsetMinutes * 60;
-  const nanos = m[7] === undefined ? 0 : Number(m[7].padEnd(9, "0"));
+  // RFC 3339 bounds no fraction; digits past the ninth are finer than a protobuf Timestamp holds.
+  const nanos = m[7] === undefined ? 0 : Number(m[7].slice(0, 9).padEnd(9, "0"));
   return { seconds, nanos };
 }
 
