@@ -91,6 +91,24 @@ describe("structured and batched mode", () => {
   });
 });
 
+describe("extension names past 20 characters", () => {
+  // The spec says a name SHOULD NOT exceed 20 characters, not MUST; the JavaScript SDK never
+  // checks it and Go's no longer does by default, so such events reach celld from real producers.
+  it("are taken in the envelope, structured, batched and binary mode, and come back unchanged", async () => {
+    const h = await harnessWithQueue();
+    const name = "comexampleextensionlonger"; // 25 characters
+    const json = event("x", 1, { [name]: "v" });
+    const sends = [
+      await h.call("POST", `${h.path}:send`, { body: { events: [json] } }),
+      await h.call("POST", `${h.path}:send`, { raw: JSON.stringify(json), headers: structured }),
+      await h.call("POST", `${h.path}:send`, { raw: JSON.stringify([json]), headers: batch }),
+      await h.call("POST", `${h.path}:send`, { raw: "", headers: { ...ce, [`ce-${name}`]: "v" } }),
+    ];
+    expect(sends.map((res) => res.status)).toEqual([200, 200, 200, 200]);
+    expect(leasedEvents(await leaseText(h, h.path)).map((e) => e[name])).toEqual(["v", "v", "v", "v"]);
+  });
+});
+
 describe("binary mode", () => {
   it("attributes from ce- headers, percent-decoded; JSON data from the body, kept as written", async () => {
     const h = await harnessWithQueue();

@@ -224,9 +224,9 @@ describe("error bodies, word for word", () => {
         {
           error: {
             code: "unknown_field",
-            message: "unknown field events[0].Ext; a CloudEvent extension attribute is named with 1 to 20 lowercase letters or digits",
+            message: "unknown field events[0].Ext; a CloudEvent extension attribute is named with 1 to 128 lowercase letters or digits",
             field: "events[0].Ext",
-            bound: "1 to 20 lowercase letters or digits",
+            bound: "1 to 128 lowercase letters or digits",
           },
         },
       ],
