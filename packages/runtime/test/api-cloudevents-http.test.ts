@@ -168,6 +168,10 @@ describe("binary mode", () => {
       // [name, headers, body, code, field]
       ["ce-id missing", { ...ce, "ce-id": "", ...json }, "{}", "out_of_range", "ce-id"],
       ["ce-type missing", { "ce-specversion": "1.0", "ce-id": "a", "ce-source": "/s", ...json }, "{}", "invalid_argument", "ce-type"],
+      // The other required attributes as headers make it binary mode, whatever the body looks like:
+      // a forgotten ce-specversion is named, not read as an envelope with an unknown field.
+      ["ce-specversion missing, JSON data", { "ce-id": "a", "ce-source": "/s", "ce-type": "t", ...json }, '{"order":1}', "invalid_argument", "ce-specversion"],
+      ["ce-specversion missing, text data", { "ce-id": "a", "ce-source": "/s", "ce-type": "t", "content-type": "text/plain" }, "hi", "invalid_argument", "ce-specversion"],
       ["ce-specversion wrong", { ...ce, "ce-specversion": "0.3", ...json }, "{}", "invalid_argument", "ce-specversion"],
       ["ce-source with a space", { ...ce, "ce-source": "not%20a%20uri", ...json }, "{}", "invalid_argument", "ce-source"],
       ["ce-time not a time", { ...ce, "ce-time": "yesterday", ...json }, "{}", "invalid_argument", "ce-time"],

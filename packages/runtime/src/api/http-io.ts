@@ -69,8 +69,15 @@ function tooLarge(capBytes: number): ApiError {
 /**
  * The body's format, from Content-Type. No Content-Type reads as JSON. On a route that takes
  * CloudEvents, the binding's rule comes first: a cloudevents type is structured or batched mode,
- * and otherwise a ce-specversion header makes the request a binary-mode event.
+ * and otherwise a header of a required attribute makes the request a binary-mode event.
  */
+/**
+ * Any one of them, not ce-specversion alone: an event that lost ce-specversion on its way is still
+ * binary mode, refused for the header it lacks rather than read as the API's envelope. (The
+ * JavaScript SDK tells binary mode by ce-id.)
+ */
+const binaryModeHeaders = ["ce-specversion", "ce-id", "ce-source", "ce-type"] as const;
+
 export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean, takesCloudEvents: boolean): RequestFormat {
   const type = req.headers["content-type"];
   const essence = type === undefined ? "" : mediaEssence(type);
@@ -80,7 +87,7 @@ export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean, tak
     // Another event format (+avro, +protobuf), or a CloudEvent where no route takes one.
     throw unsupported(type!, speaksProtobuf, takesCloudEvents);
   }
-  if (takesCloudEvents && req.headers["ce-specversion"] !== undefined) return "cloudevents-binary";
+  if (takesCloudEvents && binaryModeHeaders.some((name) => req.headers[name] !== undefined)) return "cloudevents-binary";
   if (type === undefined || type === "" || isJsonMediaType(type)) return "json";
   if (speaksProtobuf && isProtobufMediaType(type)) return "protobuf";
   throw unsupported(type, speaksProtobuf, takesCloudEvents);
