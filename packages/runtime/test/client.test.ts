@@ -39,6 +39,17 @@ for (const format of ["protobuf", "json"] as const) {
       void h;
     });
 
+    it("an attribute given as null is unset, as CloudEvents' JSON format reads it", async () => {
+      const { client } = await clientHarness(format);
+      await client.createQueue("jobs");
+      await client.send("jobs", [{ id: "n", source: "/c", type: "t", subject: null, traceparent: null, data: 1 }]);
+      const [leased] = await client.lease("jobs");
+      expect(leased!.event).not.toHaveProperty("subject");
+      expect(leased!.event).not.toHaveProperty("traceparent");
+      expect(leased!.event.data).toBe(1);
+      await client.close();
+    });
+
     it("ack and nack report stale leases; nack delays", async () => {
       const { h, client } = await clientHarness(format);
       await client.createQueue("jobs");

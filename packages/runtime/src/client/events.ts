@@ -47,7 +47,8 @@ export function eventToProtoWire(event: EventInput): PbCloudEvent {
   const { data, ...rest } = event;
   const attributes: Record<string, AttributeValue> = { specversion: "1.0" };
   for (const [name, value] of Object.entries(rest)) {
-    if (value === undefined) continue;
+    // null is unset, as the JSON wire reads it: the same event must not fail in one format only.
+    if (value === undefined || value === null) continue;
     if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
       throw new TypeError(`CloudEvent attribute ${name} must be a string, number or boolean`);
     }
