@@ -133,6 +133,25 @@ describe("JSON data comes back from a lease exactly as it was sent", () => {
   });
 });
 
+describe("which datacontenttype declares JSON data", () => {
+  // The JSON format's rule: a subtype of json or one ending in +json, whatever the top-level type.
+  it("*/json and */*+json do, parameters aside; a json-like name that is neither does not", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    const json = ["application/json", "text/json", "model/json; charset=utf-8", "application/geo+json", "Example/JSON"];
+    for (const [i, type] of json.entries()) {
+      const res = await h.call("POST", `${path}:send`, { raw: `{"events":[${rawEvent(`j${i}`, '{"a":1}', `,"datacontenttype":"${type}"`)}]}` });
+      expect(res.status, type).toBe(200);
+    }
+    for (const type of ["application/x-json", "application/jsonl", "application/json-seq"]) {
+      const res = await h.call("POST", `${path}:send`, { raw: `{"events":[${rawEvent("n", '{"a":1}', `,"datacontenttype":"${type}"`)}]}` });
+      expect(res.status, type).toBe(400);
+      expect(res.json.error.field, type).toBe("events[0].data");
+    }
+  });
+});
+
 describe("text data comes back exactly as it was sent", () => {
   it("a leading byte-order mark included, in JSON and in protobuf", async () => {
     const h = await apiHarness();

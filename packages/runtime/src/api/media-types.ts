@@ -22,10 +22,16 @@ export function mediaEssence(value: string): string {
   return (semicolon < 0 ? value : value.slice(0, semicolon)).trim().toLowerCase();
 }
 
-/** application/json, text/json and every `+json` type (application/cloudevents+json, ...). */
+/**
+ * The CloudEvents JSON format's rule: a subtype of `json` or ending in `+json`, under any type
+ * (application/json, text/json, application/cloudevents+json, ...).
+ */
 export function isJsonMediaType(value: string): boolean {
   const essence = mediaEssence(value);
-  return essence === jsonMediaType || essence === "text/json" || essence.endsWith("+json");
+  const slash = essence.indexOf("/");
+  if (slash < 0) return false;
+  const subtype = essence.slice(slash + 1);
+  return subtype === "json" || subtype.endsWith("+json");
 }
 
 export function isProtobufMediaType(value: string): boolean {
