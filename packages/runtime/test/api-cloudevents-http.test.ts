@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import { request } from "undici";
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
@@ -290,5 +291,31 @@ describe("media types that are not taken", () => {
     // A ce- header on a route that takes no CloudEvents is just a header.
     const leaseWithHeader = await h.call("POST", `${h.path}:lease`, { body: {}, headers: { "ce-specversion": "1.0" } });
     expect(leaseWithHeader.status).toBe(200);
+  });
+
+  it("a compressed body (Content-Encoding) is 415, not stored as its compressed bytes", async () => {
+    const h = await harnessWithQueue();
+    const gzip = (text: string) => new Uint8Array(gzipSync(text));
+    const cases: Array<[string, string, Record<string, string>, Uint8Array]> = [
+      ["binary mode", `${h.path}:send`, { ...ce, "content-type": "application/octet-stream" }, gzip("hello")],
+      ["the envelope", `${h.path}:send`, { "content-type": "application/json" }, gzip(JSON.stringify({ events: [event("a")] }))],
+      ["structured mode on events:publish", `/v1/${testEnv}/events:publish`, structured, gzip(JSON.stringify(event("a")))],
+      ["an ack", `${h.path}:ack`, { "content-type": "application/json" }, gzip("{}")],
+    ];
+    for (const [name, path, headers, raw] of cases) {
+      const res = await h.call("POST", path, { raw, headers: { ...headers, "content-encoding": "gzip" } });
+      expect(res.status, name).toBe(415);
+      expect(res.headers["accept-encoding"], name).toBe("identity");
+      expect(res.json.error, name).toEqual({
+        code: "unsupported_media_type",
+        message: "the request body has Content-Encoding gzip; send it without a content coding (identity)",
+        field: "Content-Encoding",
+        bound: "identity",
+      });
+    }
+    expect((await h.call("GET", h.path)).json.counts.ready).toBe(0);
+    // identity is no coding at all.
+    const plain = await h.call("POST", `${h.path}:send`, { raw: "hello", headers: { ...ce, "content-type": "text/plain", "content-encoding": "identity" } });
+    expect(plain.status).toBe(200);
   });
 });

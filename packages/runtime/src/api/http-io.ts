@@ -72,6 +72,19 @@ function tooLarge(capBytes: number): ApiError {
  * and otherwise a header of a required attribute makes the request a binary-mode event.
  */
 /**
+ * Bodies are read as sent. A coded one (gzip, br) would otherwise be stored as its compressed
+ * bytes: a binary-mode event's data silently not what was meant. RFC 7694: refuse it with 415.
+ */
+export function checkContentEncoding(req: IncomingMessage): void {
+  const coding = req.headers["content-encoding"];
+  if (coding === undefined || coding.trim() === "" || coding.trim().toLowerCase() === "identity") return;
+  throw new ApiError("unsupported_media_type", `the request body has Content-Encoding ${coding}; send it without a content coding (identity)`, {
+    field: "Content-Encoding",
+    bound: "identity",
+  });
+}
+
+/**
  * Any one of them, not ce-specversion alone: an event that lost ce-specversion on its way is still
  * binary mode, refused for the header it lacks rather than read as the API's envelope. (The
  * JavaScript SDK tells binary mode by ce-id.)

@@ -9,6 +9,7 @@ import { authenticate, authorize } from "./auth.ts";
 import { Catalog } from "./catalog.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import {
+  checkContentEncoding,
   delivered,
   jsonAnswer,
   protobufAnswer,
@@ -188,6 +189,7 @@ async function handle(
     checkSegment("env", params["env"]);
     checkQuery(url.searchParams, route.query ?? []);
     const speaksProtobuf = route.protobuf !== undefined;
+    if (route.body !== "none") checkContentEncoding(req);
     const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf, route.body === "send");
     const outFormat = responseFormat(req, speaksProtobuf, inFormat);
     let body: unknown;
@@ -264,6 +266,8 @@ function errorHeaders(error: ApiError): Record<string, string> {
   if (error.code === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="celld"';
   if (error.code === "method_not_allowed") headers["allow"] = (error.extra?.["allowed_methods"] as string[]).join(", ");
   if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(error.retryAfterSeconds);
+  // RFC 7694: the content codings a refused coded body could have been sent in.
+  if (error.field === "Content-Encoding") headers["accept-encoding"] = "identity";
   return headers;
 }
 
