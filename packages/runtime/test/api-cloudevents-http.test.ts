@@ -2,6 +2,7 @@ import { gzipSync } from "node:zlib";
 import { request } from "undici";
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
+import { apiLimits } from "../src/api/api-limits.ts";
 import { apiHarness, event, testEnv, type CallResult } from "./api-harness.ts";
 
 /**
@@ -265,6 +266,33 @@ describe("the bounds of the envelope hold in every mode", () => {
       expect((await c.send(h, h.path, 0)).status).toBe(200);
     });
   }
+});
+
+describe("the header bound, which binary mode's attributes share", () => {
+  const bigEvent = (subjectChars: number): Record<string, string> => ({
+    ...ce,
+    "ce-subject": "s".repeat(subjectChars),
+    "content-type": "text/plain",
+  });
+
+  it("headers past it are 431 with a JSON error naming the bound, not a bare status", async () => {
+    const h = await harnessWithQueue();
+    const res = await h.call("POST", `${h.path}:send`, { raw: "x", headers: bigEvent(apiLimits.headerBytesMax) });
+    expect(res.status).toBe(431);
+    expect(res.headers["connection"]).toBe("close");
+    expect(res.json.error).toEqual({
+      code: "headers_too_large",
+      message: `the request headers are over ${apiLimits.headerBytesMax} bytes together; a binary-mode CloudEvent carries its attributes in them: send a larger one in structured mode (application/cloudevents+json)`,
+      bound: `at most ${apiLimits.headerBytesMax} bytes of headers`,
+    });
+    expect((await h.call("GET", h.path)).json.counts.ready).toBe(0);
+  });
+
+  it("headers within it are read", async () => {
+    const h = await harnessWithQueue();
+    const res = await h.call("POST", `${h.path}:send`, { raw: "x", headers: bigEvent(apiLimits.eventAttributeCharsMax) });
+    expect(res.status).toBe(200);
+  });
 });
 
 describe("media types that are not taken", () => {

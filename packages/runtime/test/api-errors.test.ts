@@ -26,6 +26,7 @@ describe("error codes", () => {
       failed_precondition: 409,
       body_too_large: 413,
       unsupported_media_type: 415,
+      headers_too_large: 431,
       overloaded: 429,
       internal: 500,
       unavailable: 503,

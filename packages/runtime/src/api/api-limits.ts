@@ -71,6 +71,12 @@ export const apiLimits = {
    */
   storageRetryAfterSeconds: 10,
 
+  /**
+   * All of a request's headers together, request line included: Node's default, named here so the
+   * docs and the 431 answer state it. A binary-mode CloudEvent's attributes share it, so an event
+   * with many long attributes has to go in structured mode, whose body bound is larger.
+   */
+  headerBytesMax: 16_384,
   /** A client must send its request headers within this, or gets 408 and a closed connection. */
   headersTimeoutMs: 10_000,
   /** ...and its whole request, body included. Long polls are unaffected: this ends at the body. */

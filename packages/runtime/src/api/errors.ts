@@ -28,6 +28,8 @@ export const apiErrorStatus = {
   failed_precondition: 409,
   body_too_large: 413,
   unsupported_media_type: 415,
+  /** The request's headers together over their bound (a binary-mode CloudEvent's attributes). */
+  headers_too_large: 431,
   /** The queue is taking too many sends at once; retry after Retry-After. Nothing was written. */
   overloaded: 429,
   internal: 500,

@@ -7,6 +7,7 @@ import { apiLimits } from "./api-limits.ts";
 import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate, authorize } from "./auth.ts";
 import { Catalog } from "./catalog.ts";
+import { answerParserErrors } from "./parser-errors.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import {
   checkContentEncoding,
@@ -117,6 +118,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       requestTimeout: timeouts.requestMs,
       keepAliveTimeout: timeouts.keepAliveMs,
       connectionsCheckingInterval: timeouts.checkIntervalMs,
+      maxHeaderSize: apiLimits.headerBytesMax,
     },
     (req, res) => {
       const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
@@ -127,6 +129,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   // With no listener for "timeout", Node destroys the socket: the answer it held is dropped, and a
   // lease's afterWrite hands back the messages it carried.
   server.setTimeout(timeouts.socketIdleMs);
+  answerParserErrors(server, apiLimits.headerBytesMax);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
