@@ -5,6 +5,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, expect, test } from "vitest";
 import { CellRegistry } from "../packages/queue-cell/src/index.ts";
+import { apiLimits } from "../packages/runtime/src/api/index.ts";
 import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
 import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
@@ -493,6 +494,16 @@ test("celld keys on a data directory whose key store cannot be opened says so in
   const output = create.output().trim();
   expect(output).toMatch(new RegExp(`^celld: the data directory ${data.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} cannot be used: writing api/keys\\.sqlite failed: `));
   expect(output.split("\n")).toHaveLength(1);
+});
+
+test("celld keys create with a refused value names it, not the data directory, which works", async () => {
+  const p = appProject("", echoWorker);
+  const data = join(p.dir, "data");
+  const name = "n".repeat(apiLimits.apiKeyNameCharsMax + 1);
+  const create = run(["keys", "create", "--org", "o", "--project", "p", "--env", "e", "--scope", "events:read", "--name", name, "--data", data], p.dir);
+  expect(await create.exited).toBe(1);
+  expect(create.output().trim()).toMatch(/^celld: name must be .*100 characters/);
+  expect(create.output()).not.toContain("cannot be used");
 });
 
 test("celld keys and dev --api-port: a Worker's message is leased over the native API with a scoped key", async () => {

@@ -48,6 +48,18 @@ describe("celld's argument refusals say what to type instead", () => {
     expect(refusal(() => parseKeysArgs(["create", "--org"], cwd))).toBe("--org needs a value");
   });
 
+  test("celld keys create refuses a malformed environment segment or an unknown scope by its flag, before the key store is opened", () => {
+    const create = (...flags: string[]) => ["create", "--org", "acme", "--project", "shop", "--env", "prod", "--scope", "events:read", ...flags];
+    expect(refusal(() => parseKeysArgs(["create", "--org", "a b", "--project", "shop", "--env", "prod", "--scope", "events:read"], cwd))).toBe(
+      '--org must be 1 to 63 characters: letters, digits, "-" and "_", starting with a letter or digit, got "a b"',
+    );
+    expect(refusal(() => parseKeysArgs(create("--env", "_prod"), cwd))).toMatch(/^--env must be 1 to 63 characters: .*, got "_prod"$/);
+    expect(refusal(() => parseKeysArgs(create("--scope", "events:reed"), cwd))).toBe(
+      '--scope: unknown scope "events:reed"; scopes are events:publish, events:write, events:read',
+    );
+    expect(parseKeysArgs(create("--scope", "events:write"), cwd).scopes).toEqual(["events:read", "events:write"]);
+  });
+
   test("a port out of range names the flag and the bound", () => {
     expect(refusal(() => parseDevArgs(["--port", "70000"], cwd))).toBe('--port must be a port number from 0 to 65535, got "70000"');
     // A negative value is a value, not the next option.

@@ -16,5 +16,5 @@ export { ApiError, apiErrorStatus, type ApiErrorCode } from "./errors.ts";
 export { apiLimits, type ApiLimits } from "./api-limits.ts";
 export { defaultWorkerEnv, type WorkerQueueOptions } from "./queue-directory.ts";
 /** `orgs/{org}/projects/{project}/envs/{env}`, for `celld keys create --org --project --env`. */
-export { envName, checkEnvName } from "./names.ts";
+export { envName, checkEnvName, checkSegment } from "./names.ts";
 export { workerMessageEventType } from "./cloudevents.ts";

@@ -1,5 +1,6 @@
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ApiError, apiScopes, checkSegment } from "../api/index.ts";
 import { closestKey } from "../config/closest-key.ts";
 import { isFile as isFileOnDisk } from "../config/load.ts";
 
@@ -106,6 +107,14 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
       if (values[flag] === undefined) throw new UsageError(`celld keys create needs --${flag}`);
     }
     if (values.scope === undefined) throw new UsageError("celld keys create needs at least one --scope");
+    // Checked here, by flag, so that a typo is a usage error rather than a refusal from the key
+    // store, which names its own fields (`env (org)`, `scopes`).
+    for (const flag of ["org", "project", "env"] as const) usageOnRefusal(() => checkSegment(`--${flag}`, values[flag]));
+    for (const scope of values.scope) {
+      if (!(apiScopes as readonly string[]).includes(scope)) {
+        throw new UsageError(`--scope: unknown scope "${scope}"; scopes are ${apiScopes.join(", ")}`);
+      }
+    }
   }
   if (action === "revoke" && positionals.length !== 1) throw new UsageError("celld keys revoke takes one KEY_ID");
   return {
@@ -119,6 +128,15 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
     keyId: positionals[0],
     includeRevoked: values.all === true,
   };
+}
+
+function usageOnRefusal(check: () => unknown): void {
+  try {
+    check();
+  } catch (error) {
+    if (error instanceof ApiError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 export function parseDevArgs(argv: string[], cwd: string): DevArgs {

@@ -1,4 +1,4 @@
-import { createApiKey, envName, formatApiKeyTable, listApiKeys, revokeApiKey } from "../api/index.ts";
+import { ApiError, createApiKey, envName, formatApiKeyTable, listApiKeys, revokeApiKey } from "../api/index.ts";
 import { DataDirUnusableError, dataDirUnusable } from "../host/data-dir-lock.ts";
 import type { KeysArgs } from "./args.ts";
 
@@ -7,6 +7,9 @@ export function keys(args: KeysArgs): number {
   try {
     return run(args);
   } catch (error) {
+    // A value the store refuses (a --name too long) is the caller's to fix, though it carries a
+    // code like a file system error does; it must not be reported as the directory's failure.
+    if (error instanceof ApiError) throw error;
     // A data directory whose key store cannot be written or opened (a full disk, a read-only file
     // system) is the operator's to fix, as with `celld dev`: one line naming it and the cause.
     const unusable = dataDirUnusable(args.dataDir, `${args.action === "list" ? "reading" : "writing"} api/keys.sqlite`, error);
