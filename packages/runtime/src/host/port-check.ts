@@ -1,35 +1,44 @@
 import { createServer } from "node:net";
 
-/** The Worker's port cannot be listened on: taken by another process, or not allowed. */
+/** The Worker's address cannot be listened on: the port is taken or not allowed, or the host is wrong. */
 export class PortUnavailableError extends Error {
   readonly code = "ERR_ADDRESS_IN_USE" as const;
   constructor(host: string, port: number, reason: string) {
-    super(`cannot listen on ${host}:${port}: ${reason}; stop what holds it, or pass another --port`);
+    super(`cannot listen on ${host}:${port}: ${reason}`);
     this.name = "PortUnavailableError [ERR_ADDRESS_IN_USE]";
+  }
+}
+
+const pickAnotherPort = "stop what holds it, or pass another --port";
+
+function reasonFor(host: string, error: NodeJS.ErrnoException): string {
+  switch (error.code) {
+    case "EADDRINUSE":
+      return `the address is already in use (is celld, or another server, already running on it?); ${pickAnotherPort}`;
+    case "EACCES":
+      return `permission denied (ports below 1024 need privileges); ${pickAnotherPort}`;
+    case "EADDRNOTAVAIL":
+      return `no network interface of this machine has the address ${host} (EADDRNOTAVAIL); pass another --host, such as 127.0.0.1 or 0.0.0.0`;
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `the host name "${host}" does not resolve (${error.code}); pass another --host`;
+    default:
+      return `${error.message}; pass another --host or --port`;
   }
 }
 
 /**
  * Fails with a PortUnavailableError when `host:port` cannot be listened on, by listening and
- * closing at once. Checked before workerd starts: on a taken port workerd dies with a native
- * "Fatal uncaught kj::Exception" line, and Miniflare, which reads workerd's output in chunks,
- * does not always recognise it and then reports only that the runtime failed to start. Port 0
- * (any free port) needs no check. Another process can still take the port in between; workerd's
- * own error then says so.
+ * closing at once. Checked before workerd starts: on a taken port or a host it cannot listen on,
+ * workerd dies with a native "Fatal uncaught kj::Exception" line, and Miniflare, which reads
+ * workerd's output in chunks, does not always recognise it and then reports only that the runtime
+ * failed to start. Port 0 (any free port) is checked too, for the host's sake. Another process
+ * can still take the port in between; workerd's own error then says so.
  */
 export async function checkPortFree(host: string, port: number): Promise<void> {
-  if (port === 0) return;
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => {
-      const reason =
-        error.code === "EADDRINUSE"
-          ? "the address is already in use (is celld, or another server, already running on it?)"
-          : error.code === "EACCES"
-            ? "permission denied (ports below 1024 need privileges)"
-            : error.message;
-      reject(new PortUnavailableError(host, port, reason));
-    });
+    server.once("error", (error: NodeJS.ErrnoException) => reject(new PortUnavailableError(host, port, reasonFor(host, error))));
     // exclusive: a cluster primary's handle must not make a taken port look free.
     server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
   });
