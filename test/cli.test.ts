@@ -239,7 +239,7 @@ services = [{ binding = "JOBS_API", service = "jobs" }, { binding = "OTHER", ser
   );
 });
 
-test("a port already in use is one clear error, before workerd starts, and the data directory is free again", async () => {
+test("a port already in use, the Worker's or the API's, is one clear error, before workerd starts, and the data directory is free again", async () => {
   const p = appProject("", "export default { fetch() { return new Response('hi'); } };");
   const holder = createServer();
   // Another test's client may still hold a connection to a port this one got after it was freed:
@@ -254,6 +254,13 @@ test("a port already in use is one clear error, before workerd starts, and the d
     expect(r.output().trim()).toBe(
       `celld: cannot listen on 127.0.0.1:${port}: the address is already in use (is celld, or another server, ` +
         "already running on it?); stop what holds it, or pass another --port",
+    );
+    // The native API's port too: checked with the Worker's, before workerd starts.
+    const api = run(["dev", "--port", "0", "--api-port", String(port)], p.dir);
+    expect(await api.exited).toBe(1);
+    expect(api.output().trim()).toBe(
+      `celld: cannot listen on 127.0.0.1:${port}: the address is already in use (is celld, or another server, ` +
+        "already running on it?); stop what holds it, or pass another --api-port",
     );
   } finally {
     for (const socket of sockets) socket.destroy();

@@ -65,6 +65,10 @@ describe("celld's argument refusals say what to type instead", () => {
     // A negative value is a value, not the next option.
     expect(refusal(() => parseDevArgs(["--port", "-1"], cwd))).toBe('--port must be a port number from 0 to 65535, got "-1"');
     expect(refusal(() => parseDevArgs(["--api-port", "-8"], cwd))).toBe('--api-port must be a port number from 0 to 65535, got "-8"');
+    expect(refusal(() => parseDevArgs(["--port", "8790", "--api-port", "8790"], cwd))).toBe(
+      "--api-port must differ from --port (both 8790): the Workers and the queues API each need a port of their own",
+    );
+    expect(parseDevArgs(["--port", "0", "--api-port", "0"], cwd).apiPort).toBe(0);
   });
 });
 

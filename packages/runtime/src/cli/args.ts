@@ -170,12 +170,18 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
       );
     }
   }
+  const workersPort = port("--port", values.port ?? "8787");
+  const apiPort = values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]);
+  // Each port alone would pass the check before start; the second listener would then fail.
+  if (apiPort !== undefined && apiPort !== 0 && apiPort === workersPort) {
+    throw new UsageError(`--api-port must differ from --port (both ${apiPort}): the Workers and the queues API each need a port of their own`);
+  }
   return {
     configs,
-    port: port("--port", values.port ?? "8787"),
+    port: workersPort,
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
-    apiPort: values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]),
+    apiPort,
     warnings,
   };
 }

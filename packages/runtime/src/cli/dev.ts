@@ -5,6 +5,7 @@ import { formatIssue, formatWarnings, isConfigError, loadDeployment, type Worker
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
+import { checkPortFree } from "../host/port-check.ts";
 import type { DevArgs } from "./args.ts";
 import { dataDirLine } from "./data-dir-line.ts";
 
@@ -32,6 +33,10 @@ export async function dev(args: DevArgs): Promise<number> {
   for (const { name, devVars } of deployment.workers) {
     if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);
   }
+
+  // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
+  // only fail as a stack trace.
+  if (args.apiPort !== undefined) await checkPortFree(args.host, args.apiPort, "--api-port");
 
   // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
   let runtimeExited = (): void => {};

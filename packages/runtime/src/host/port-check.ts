@@ -9,9 +9,8 @@ export class PortUnavailableError extends Error {
   }
 }
 
-const pickAnotherPort = "stop what holds it, or pass another --port";
-
-function reasonFor(host: string, error: NodeJS.ErrnoException): string {
+function reasonFor(host: string, error: NodeJS.ErrnoException, portFlag: string): string {
+  const pickAnotherPort = `stop what holds it, or pass another ${portFlag}`;
   switch (error.code) {
     case "EADDRINUSE":
       return `the address is already in use (is celld, or another server, already running on it?); ${pickAnotherPort}`;
@@ -23,7 +22,7 @@ function reasonFor(host: string, error: NodeJS.ErrnoException): string {
     case "EAI_AGAIN":
       return `the host name "${host}" does not resolve (${error.code}); pass another --host`;
     default:
-      return `${error.message}; pass another --host or --port`;
+      return `${error.message}; pass another --host or ${portFlag}`;
   }
 }
 
@@ -35,10 +34,10 @@ function reasonFor(host: string, error: NodeJS.ErrnoException): string {
  * failed to start. Port 0 (any free port) is checked too, for the host's sake. Another process
  * can still take the port in between; workerd's own error then says so.
  */
-export async function checkPortFree(host: string, port: number): Promise<void> {
+export async function checkPortFree(host: string, port: number, portFlag = "--port"): Promise<void> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => reject(new PortUnavailableError(host, port, reasonFor(host, error))));
+    server.once("error", (error: NodeJS.ErrnoException) => reject(new PortUnavailableError(host, port, reasonFor(host, error, portFlag))));
     // exclusive: a cluster primary's handle must not make a taken port look free.
     server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
   });
