@@ -42,6 +42,12 @@ describe("celld's argument refusals say what to type instead", () => {
     expect(refusal(() => parseDevArgs(["src/index.ts"], cwd))).toBe('unexpected argument "src/index.ts"');
   });
 
+  test("the same config file given twice is named, not reported as two Workers with one name", () => {
+    expect(refusal(() => parseDevArgs(["-c", "wrangler.toml", "-c", "./wrangler.toml"], cwd))).toBe(
+      '-c ./wrangler.toml names the same file as -c wrangler.toml; each config file is one Worker, so give it once',
+    );
+  });
+
   test("an option without its value says so", () => {
     expect(refusal(() => parseDevArgs(["--port"], cwd))).toBe("--port needs a value");
     expect(refusal(() => parseDevArgs(["-c"], cwd))).toBe("-c needs a value");

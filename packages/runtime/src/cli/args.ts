@@ -156,6 +156,16 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
   // to the working directory the CLI runs in.
   let configs = values.config ?? [];
   const warnings: string[] = [];
+  // The deployment rules would see two Workers with one name and one queue consumed twice, and
+  // report both, for what is one slip on the command line.
+  const seen = new Map<string, string>();
+  for (const config of configs) {
+    const earlier = seen.get(resolve(cwd, config));
+    if (earlier !== undefined) {
+      throw new UsageError(`-c ${config} names the same file as -c ${earlier}; each config file is one Worker, so give it once`);
+    }
+    seen.set(resolve(cwd, config), config);
+  }
   if (configs.length === 0) {
     const found = findConfig(cwd);
     if (found === undefined) {
