@@ -109,11 +109,6 @@ test("a directory it cannot write in is refused in one line naming it, the file 
   expect(refusal(() => lockDataDir(dir)).message).toBe(
     `the data directory ${dir} cannot be used: writing celld.pid failed: EISDIR: illegal operation on a directory, open '${join(dir, "celld.pid")}'`,
   );
-  // A file where the directory belongs.
-  writeFileSync(join(dir, "file"), "");
-  expect(refusal(() => lockDataDir(join(dir, "file", "data"))).message).toMatch(
-    new RegExp(`^the data directory ${join(dir, "file", "data")} cannot be used: creating it failed: ENOTDIR: not a directory, mkdir`),
-  );
 });
 
 test("a full disk, a read-only file system and a denied permission are named as such, with what to do", () => {
@@ -139,4 +134,23 @@ test("a data directory the lock creates is this user's alone (0700): it holds ev
   const dir = join(dataDir(), "new", "data");
   lockDataDir(dir)();
   expect(statSync(dir).mode & 0o777).toBe(0o700);
+});
+
+test("a --data that is a file, or under one, is refused as not a directory", () => {
+  const file = join(dataDir(), "notes.txt");
+  writeFileSync(file, "");
+  for (const path of [file, join(file, "data")]) {
+    const refused = (() => {
+      try {
+        lockDataDir(path);
+      } catch (error) {
+        return error;
+      }
+      throw new Error("locked");
+    })();
+    expect(refused).toBeInstanceOf(DataDirUnusableError);
+    expect((refused as Error).message).toMatch(
+      new RegExp(`^the data directory ${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} cannot be used: creating it failed: it, or a directory above it, is a file \\((EEXIST|ENOTDIR)\\); pass another --data$`),
+    );
+  }
 });

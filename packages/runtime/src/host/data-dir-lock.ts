@@ -20,8 +20,8 @@ export class DataDirInUseError extends Error {
  */
 export class DataDirUnusableError extends Error {
   readonly code = "ERR_DATA_DIR_UNUSABLE" as const;
-  constructor(dataDir: string, what: string, error: unknown) {
-    super(`the data directory ${dataDir} cannot be used: ${what} failed: ${reasonOf(dataDir, error)}`, { cause: error });
+  constructor(dataDir: string, what: string, error: unknown, reason = reasonOf(dataDir, error)) {
+    super(`the data directory ${dataDir} cannot be used: ${what} failed: ${reason}`, { cause: error });
     this.name = "DataDirUnusableError [ERR_DATA_DIR_UNUSABLE]";
   }
 }
@@ -99,6 +99,11 @@ export function lockDataDir(dataDir: string): () => void {
     // One that exists keeps its mode, which is its owner's choice.
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   } catch (error) {
+    // mkdir's own words ("file already exists, mkdir ...") read as if the directory were there.
+    const code = (error as { code?: unknown }).code;
+    if (code === "EEXIST" || code === "ENOTDIR") {
+      throw new DataDirUnusableError(dataDir, "creating it", error, `it, or a directory above it, is a file (${code}); pass another --data`);
+    }
     throw dataDirUnusable(dataDir, "creating it", error);
   }
   const pidPath = join(dataDir, "celld.pid");
