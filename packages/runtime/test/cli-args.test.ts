@@ -30,6 +30,8 @@ describe("celld's argument refusals say what to type instead", () => {
     expect(refusal(() => parseDevArgs(["--api_port", "9000"], cwd))).toBe("unknown option --api_port (did you mean --api-port?)");
     expect(refusal(() => parseDevArgs(["--verbose"], cwd))).toBe("unknown option --verbose");
     expect(refusal(() => parseKeysArgs(["list", "--al"], cwd))).toBe("unknown option --al (did you mean --all?)");
+    expect(refusal(() => parseKeysArgs(["lst"], cwd))).toBe('celld keys takes create, list or revoke, got "lst" (did you mean "list"?)');
+    expect(refusal(() => parseKeysArgs(["show"], cwd))).toBe('celld keys takes create, list or revoke, got "show"');
   });
 
   test("a config file given without -c is pointed at -c; other arguments are named", () => {

@@ -78,7 +78,11 @@ export interface KeysArgs {
 export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
   const [action, ...rest] = argv;
   if (action !== "create" && action !== "list" && action !== "revoke") {
-    throw new UsageError(`celld keys takes create, list or revoke, got ${action === undefined ? "nothing" : `"${action}"`}`);
+    const meant = action === undefined ? undefined : closestKey(action, ["create", "list", "revoke"]);
+    throw new UsageError(
+      `celld keys takes create, list or revoke, got ${action === undefined ? "nothing" : `"${action}"`}` +
+        (meant === undefined ? "" : ` (did you mean "${meant}"?)`),
+    );
   }
   const { values, positionals } = parseOptions({
     args: rest,
