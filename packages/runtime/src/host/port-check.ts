@@ -1,6 +1,6 @@
 import { createServer } from "node:net";
 
-/** The Worker's address cannot be listened on: the port is taken or not allowed, or the host is wrong. */
+/** An address celld must listen on (the Workers' or the API's): the port is taken or not allowed, or the host is wrong. */
 export class PortUnavailableError extends Error {
   readonly code = "ERR_ADDRESS_IN_USE" as const;
   constructor(host: string, port: number, reason: string) {
