@@ -214,7 +214,19 @@ test.runIf(process.platform === "linux")("workerd gone: waiting messages keep th
   expect(h.log.lines.filter((l) => l.includes("workerd (the Workers runtime) exited unexpectedly"))).toHaveLength(1);
 });
 
-test("a consumer Worker whose default export has no queue() handler is pointed out at start", async () => {
+test.each([
+  {
+    what: "whose default export has no queue() handler",
+    worker: "export default { async fetch() { return new Response('no queue here'); } };",
+    says: "its default export has no queue() handler",
+  },
+  {
+    what: "with exports but no default export",
+    // A named queue export is not a handler: workerd reads only the default export's.
+    worker: "export class Thing {}\nexport async function queue() {}\n",
+    says: "has no default export, so no queue() handler",
+  },
+])("a consumer Worker $what is pointed out at start", async ({ worker, says }) => {
   const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
   const other = p.write({
     "noq/wrangler.toml": `
@@ -223,36 +235,16 @@ main = "worker.js"
 compatibility_date = "2026-04-01"
 queues.consumers = [{ queue = "other" }]
 `,
-    "noq/worker.js": "export default { async fetch() { return new Response('no queue here'); } };",
+    "noq/worker.js": worker,
   });
   const h = await runHost([config, other], p.dataDir);
   hosts.push(h);
+  // The first is found inside workerd (its shim's "[celld] warning:"), the second by the host.
   const warning =
-    '[celld] warning: Worker "noq" consumes "other" but its default export has no queue() handler: ' +
+    `Worker "noq" consumes "other" but ${says}: ` +
     "every batch will fail, and its messages be retried, then dead-lettered or deleted";
   await eventually(() => (h.log.lines.some((l) => l.includes(warning)) ? true : undefined), "the warning");
   // The Worker that has one is not named.
-  expect(h.log.lines.filter((l) => l.includes("has no queue() handler"))).toHaveLength(1);
-});
-
-test("a consumer Worker with exports but no default export is pointed out at start", async () => {
-  const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
-  const other = p.write({
-    "nodefault/wrangler.toml": `
-name = "nodefault"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.consumers = [{ queue = "other" }]
-`,
-    // A named queue export is not a handler: workerd reads only the default export's.
-    "nodefault/worker.js": "export class Thing {}\nexport async function queue() {}\n",
-  });
-  const h = await runHost([config, other], p.dataDir);
-  hosts.push(h);
-  const warning =
-    'Worker "nodefault" consumes "other" but has no default export, so no queue() handler: ' +
-    "every batch will fail, and its messages be retried, then dead-lettered or deleted";
-  expect(h.log.lines).toContain(`warn: ${warning}`);
   expect(h.log.lines.filter((l) => l.includes("queue() handler:"))).toHaveLength(1);
 });
 
