@@ -851,8 +851,8 @@ export class SqliteCellStore implements CellStore {
   /**
    * Gives the file's free pages back to the file system once they are many and what is left is
    * little (see compactIfMostlyFree): the rewrite on the event loop, the copy into the file, which
-   * truncates it, on the checkpointer's thread. Waits while a checkpoint runs (it would not see the
-   * rewrite's commit, or the thread's connection would hold the old pages); asked again after it.
+   * truncates it, on the checkpointer's thread. Not while a checkpoint runs: the rewrite starts one
+   * of its own, whose copy to the log's end is what truncates the file; asked again when it ends.
    */
   private compactIfMostlyFree(): void {
     if (!this.db.open || this.db.inTransaction || this.backgroundCheckpoint !== undefined) return;
