@@ -584,7 +584,10 @@ export class QueueCell {
   async tick(): Promise<void> {
     if (this.closed) return;
     await this.loop.submit((nowMs) => {
-      this.store.sweepReceivedBefore(nowMs - retentionMs);
+      // A receipt's time is its message's entry into the queue it came from, whose own sweep ends
+      // any repeat of the move one retention later, by that cell's time; the second retention
+      // covers cells whose times differ (QueueCell.now after a restart on a slow clock).
+      this.store.sweepReceivedBefore(nowMs - 2 * retentionMs);
       // Delayed messages become ready by the passing of time alone, with no row changed.
       this.readyChanged = true;
     });
@@ -599,6 +602,7 @@ export class QueueCell {
         dueAt: nowMs,
         sentAt: m.sentAt,
         enqueuedAt: nowMs,
+        movedFromEnqueuedAt: m.enqueuedAt,
         contentType: m.contentType,
         attributes: m.attributes,
         body: m.body,

@@ -98,7 +98,8 @@ export const statementSql = {
    */
   packStats: `SELECT count(*) AS n, coalesce(max(last_id), '') AS floor
      FROM messages INDEXED BY messages_packs_by_id WHERE n > 1`,
-  markReceived: "INSERT OR IGNORE INTO received (id, at) VALUES (?, ?)",
+  /** Changes a row unless the id was taken in from that very entry (see CellStore.insert). */
+  markReceived: "INSERT INTO received (id, at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at WHERE at <> excluded.at",
   // One statement for the whole lease: the rows' seqs go in as a JSON array.
   leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
        deliveries = deliveries + 1, lease_generation = lease_generation + 1, lease_owner = ?

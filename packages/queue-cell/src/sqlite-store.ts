@@ -339,8 +339,12 @@ export class SqliteCellStore implements CellStore {
       const bytes = messageBytes(row);
       const args = newRowParams(this.nextSeq++, row, bytes);
       // A dead-letter move is retried after a crash; the received table remembers ids that were
-      // already taken in, even once they have been acked and deleted here.
-      if (this.stmt.markReceived.run(row.id, row.enqueuedAt).changes === 0) continue;
+      // already taken in, even once they have been acked and deleted here, with the time they had
+      // entered the queue they came from. The same id from a later entry is the message come round
+      // a chain of dead-letter queues (a -> b, then b -> a once configs changed), not a repeat:
+      // skipped as one, it was deleted from its source and never reached this queue.
+      const from = row.movedFromEnqueuedAt ?? row.enqueuedAt;
+      if (this.stmt.markReceived.run(row.id, from).changes === 0) continue;
       if (this.stmt.insertIgnore.run(...args).changes === 0) continue;
       if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
       // The new row's seq is not read here; the oldest backlog row is looked up when asked.

@@ -30,6 +30,12 @@ export interface NewMessage {
   sentAt: number;
   /** When it entered this queue; retention counts from here. */
   enqueuedAt: number;
+  /**
+   * With a dead-letter move: when it entered the queue it is moved from. A move repeated after a
+   * crash brings the same time; a message that has come round a chain of dead-letter queues again
+   * brings a later one (see insert's skipKnownIds).
+   */
+  movedFromEnqueuedAt?: number;
   contentType: string;
   /** Opaque metadata (CloudEvent attributes as JSON), or null. */
   attributes: string | null;
@@ -118,7 +124,10 @@ export interface CellStore {
    */
   readonly failed: CellError | undefined;
 
-  /** Inserts rows as ready. With `skipKnownIds`, ids present or received before are skipped. */
+  /**
+   * Inserts rows as ready. With `skipKnownIds` (a dead-letter move), a row is skipped whose id is
+   * present, or was taken in before with the same movedFromEnqueuedAt, even if removed since.
+   */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
   /**
    * Leases up to `limit` due ready rows: state leased, dueAt = expiry, deliveries+1, generation+1,

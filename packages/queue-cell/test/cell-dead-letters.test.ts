@@ -88,6 +88,31 @@ describe("dead-lettering", () => {
     await dlq.close();
   });
 
+  test("a message that comes round a dead-letter loop made over time is taken in again, not skipped as a repeat", async () => {
+    // q's dead letters go to dlq; later dlq's go back to q (a loop no one config had, so none
+    // refused it); the message fails in q once more and must reach dlq again.
+    const toDlq = { config: { maxDeliveries: 1, deadLetter: { kind: "queue" as const, queue: "dlq" } } };
+    const h = cellHarness(toDlq);
+    const [id] = (await h.cell.send([text("round")])).ids;
+    await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
+    await settle();
+    const dlq = await h.other("dlq");
+    await dlq.configure({ maxDeliveries: 1, deadLetter: { kind: "queue", queue: "q" } });
+    h.clock.advance(1_000);
+    await dlq.nack(refs(await dlq.lease({ max: 1 })));
+    await settle();
+    h.clock.advance(1_000);
+    const back = await h.cell.lease({ max: 1 });
+    expect(back.map((m) => m.id)).toEqual([id]);
+    await h.cell.nack(refs(back));
+    await settle();
+    expect(await h.cell.counts()).toMatchObject({ ready: 0, dead: 0, movingToDeadLetterQueue: 0 });
+    const again = await dlq.lease({ max: 1 });
+    expect(again.map((m) => [m.id, bodies([m])[0]])).toEqual([[id, "round"]]);
+    await h.cell.close();
+    await dlq.close();
+  });
+
   test("a move interrupted by closing resumes when the cell opens again", async () => {
     const h = cellHarness({ config: { maxDeliveries: 1, deadLetter: { kind: "queue", queue: "dlq" } } });
     await h.cell.send([text("a"), text("b")]);
