@@ -336,6 +336,29 @@ test("a damaged file of the queues API is one clear line naming it and status 1,
   );
 });
 
+test("a queue whose file is damaged is left out of the start banner's queues, and its error line speaks of no call", async () => {
+  const p = appProject(
+    `queues.producers = [{ binding = "JOBS", queue = "jobs" }, { binding = "OTHER", queue = "other" }]\n`,
+    "export default { fetch() { return new Response('hi'); } };",
+  );
+  const data = join(p.dir, "data");
+  mkdirSync(join(data, "cells"), { recursive: true });
+  chmodSync(data, 0o700);
+  const file = new CellRegistry({ dataDir: data }).pathOf("jobs");
+  writeFileSync(file, "not a queue\n".repeat(50));
+  const r = run(["dev", "--port", "0", "--data", data], p.dir);
+  await waitFor(r, /\[celld\] queues: .*\n/);
+  r.kill("SIGTERM");
+  expect(await r.exited).toBe(0);
+  const lines = r.output().split("\n");
+  expect(lines.filter((l) => l.includes("error:"))).toEqual([
+    `[celld] error: queue "jobs" could not be opened, so its sends are refused and its consumer does not run until celld is ` +
+      `started again with the file dealt with: its file ${file} is damaged (SQLITE_NOTADB: file is not a database): ` +
+      `keep a copy of it and its -wal, and recover it as "A damaged queue file" in docs/message-life.md says`,
+  ]);
+  expect(lines.filter((l) => l.startsWith("[celld] queues:"))).toEqual(["[celld] queues: other; not opened (see the error above): jobs"]);
+});
+
 /** Resolves once none of `pids` is a live process (a zombie counts as gone), or fails after `ms`. */
 async function gone(pids: number[], ms = 10_000): Promise<void> {
   const end = Date.now() + ms;

@@ -135,8 +135,15 @@ export async function dev(args: DevArgs): Promise<number> {
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
   if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
   log.info(dataDirLine(args.dataDir, host.registry.diskUsage()));
-  if (deployment.queues.length > 0) log.info(`queues: ${deployment.queues.join(", ")}`);
+  if (deployment.queues.length > 0) log.info(queuesLine(deployment.queues, host.unopenedQueues));
   return stopped;
+}
+
+/** The banner's queues: a queue whose file could not be opened is not among those that run. */
+function queuesLine(declared: readonly string[], unopened: readonly string[]): string {
+  const open = declared.filter((q) => !unopened.includes(q));
+  const notOpened = unopened.length === 0 ? "" : `; not opened (see the error above): ${unopened.join(", ")}`;
+  return `queues: ${open.length === 0 ? "none" : open.join(", ")}${notOpened}`;
 }
 
 /**

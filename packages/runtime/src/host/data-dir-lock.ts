@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { isCellError, storageCause } from "@celld/queue-cell";
+import { isCellError, storageCause, type StorageCause, type StorageFailure } from "@celld/queue-cell";
 
 export class DataDirInUseError extends Error {
   readonly code = "ERR_DATA_DIR_IN_USE" as const;
@@ -28,7 +28,19 @@ export class DataDirUnusableError extends Error {
 
 function reasonOf(dataDir: string, error: unknown): string {
   const { cause, detail } = whyNotWritable(dataDir, storageCause(error));
-  const file = isCellError(error, "ERR_STORAGE") ? error.storage?.file : undefined;
+  return reasonFor(cause, detail, isCellError(error, "ERR_STORAGE") ? error.storage?.file : undefined);
+}
+
+/**
+ * A queue's own file that cannot be opened (damaged, a newer celld's, another queue's), in the
+ * host's words: the cell's words are a refused call's ("nothing of this call was written"), and
+ * at start there was no call.
+ */
+export function unopenedFileReason(storage: StorageFailure): string {
+  return reasonFor(storage.cause, storage.detail, storage.file);
+}
+
+function reasonFor(cause: StorageCause, detail: string, file: string | undefined): string {
   switch (cause) {
     case "disk-full":
       return `the disk is full (${detail}); free some space on it, or pass another --data`;

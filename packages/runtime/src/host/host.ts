@@ -60,6 +60,8 @@ export interface Host {
   /** Where the first Worker answers HTTP. */
   readonly url: URL;
   readonly registry: CellRegistry;
+  /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
+  readonly unopenedQueues: readonly string[];
   readonly miniflare: Miniflare;
   /** Stops consumers (in-flight batches get `graceMs`), workerd and the cells. */
   close(graceMs?: number): Promise<void>;
@@ -105,18 +107,17 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw dataDirUnusable(options.dataDir, "creating its cells directory", error);
   }
-  const plugins: HostPlugin[] = [
-    new QueuesPlugin({
-      deployment: options.deployment,
-      registry,
-      clock,
-      log,
-      wallTimeSeconds: options.consumerWallTimeSeconds,
-      batchBytesInFlightMax: options.consumerBatchBytesInFlightMax,
-      onBatch: options.onBatch,
-      dataDir: options.dataDir,
-    }),
-  ];
+  const queues = new QueuesPlugin({
+    deployment: options.deployment,
+    registry,
+    clock,
+    log,
+    wallTimeSeconds: options.consumerWallTimeSeconds,
+    batchBytesInFlightMax: options.consumerBatchBytesInFlightMax,
+    onBatch: options.onBatch,
+    dataDir: options.dataDir,
+  });
+  const plugins: HostPlugin[] = [queues];
   let miniflare: Miniflare | undefined;
   let guard: WorkerdGuard | undefined;
   try {
@@ -199,6 +200,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     return {
       url,
       registry,
+      unopenedQueues: queues.unopenedQueues,
       miniflare: mf,
       close: async (graceMs = 0) => {
         running = false;

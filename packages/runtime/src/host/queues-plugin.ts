@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ConsumerDispatcher, InFlightBudget, nodeProducerHandler, type BatchReport } from "@celld/bindings";
-import { isCellError, limits, type CellError, type CellRegistry, type Clock, type QueueConfig } from "@celld/queue-cell";
+import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
 import { ProducerServer } from "../producer-server.ts";
 import { SocketDir } from "../socket-dir.ts";
 import { StorageFailureLog } from "../storage-failure-log.ts";
+import { unopenedFileReason } from "./data-dir-lock.ts";
 import type { HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
 import { QueueDispatchClient } from "./queue-dispatch-client.ts";
@@ -56,7 +57,7 @@ export class QueuesPlugin implements HostPlugin {
   private readonly producerStorageLog: StorageFailureLog;
   /** What the host's requests to the dispatch Worker carry; any other caller is refused. */
   private readonly dispatchKey = randomBytes(32).toString("hex");
-  /** Queues whose file prepare() found damaged or of a newer format: no consumer runs for them. */
+  /** Queues whose file prepare() found damaged, of a newer format or another queue's: no consumer runs for them. */
   private readonly unopened = new Set<string>();
 
   constructor(private readonly options: QueuesPluginOptions) {
@@ -96,16 +97,22 @@ export class QueuesPlugin implements HostPlugin {
       try {
         await registry.open(queue, config);
       } catch (error) {
-        if (!isFileOfItsOwn(error)) throw error;
+        const storage = fileOfItsOwn(error);
+        if (storage === undefined) throw error;
         // One queue's file is the matter, not the directory: the other queues and every Worker
         // run, rather than none until that file is dealt with.
         this.unopened.add(queue);
         this.options.log.error(
-          `queue "${queue}" could not be opened: its sends are refused and its consumer does not run until celld is ` +
-            `started again with its file dealt with: ${error.message}`,
+          `queue "${queue}" could not be opened, so its sends are refused and its consumer does not run until celld is ` +
+            `started again with the file dealt with: ${unopenedFileReason(storage)}`,
         );
       }
     }
+  }
+
+  /** The deployment's queues prepare() left unopened, each told in an error line. */
+  get unopenedQueues(): string[] {
+    return [...this.unopened];
   }
 
   workerOptions(worker: WorkerConfig): Partial<WorkerOptions> {
@@ -214,7 +221,8 @@ export class QueuesPlugin implements HostPlugin {
  * that file alone. A full disk or a read-only directory fails every queue, and stops the host (see
  * startHost).
  */
-function isFileOfItsOwn(error: unknown): error is CellError {
-  const cause = isCellError(error, "ERR_STORAGE") ? error.storage?.cause : undefined;
-  return cause === "corrupt" || cause === "newer-format" || cause === "misplaced";
+function fileOfItsOwn(error: unknown): StorageFailure | undefined {
+  const storage = isCellError(error, "ERR_STORAGE") ? error.storage : undefined;
+  const cause = storage?.cause;
+  return cause === "corrupt" || cause === "newer-format" || cause === "misplaced" ? storage : undefined;
 }
