@@ -98,9 +98,15 @@ describe("the dotenv syntax, as wrangler reads it", () => {
     const closing = "must end its line or be followed only by a # comment";
     expect(errors(`A=1\nB="unterminated\nC=3\nD='x' trailing\nE=\`x`)).toEqual([
       { line: 2, message: `the double-quoted value of B is not closed: the closing " ${closing}` },
-      { line: 4, message: `the single-quoted value of D is not closed: the closing ' ${closing}` },
+      { line: 4, message: `the single-quoted value of D has text after its closing ': the closing ' ${closing}` },
       { line: 5, message: `the back-quoted value of E is not closed: the closing \` ${closing}` },
     ]);
+    // A quote that closes on a later line says where, whether the value was meant to run on or not.
+    // (The lines after the first are then read as lines of their own, and have their own errors.)
+    expect(errors(`PEM="-----BEGIN\nabc\n-----END" x\nOK=1`)[0]).toEqual({
+      line: 1,
+      message: `the double-quoted value of PEM runs to a " on line 3 with text after it: the closing " ${closing}`,
+    });
   });
 
   test("an error after a value spanning lines has the right line number", () => {
@@ -220,7 +226,7 @@ describe(".dev.vars and .env beside each config", () => {
       [join("a", "wrangler.json"), "compatibility_date", 'must be a date written "YYYY-MM-DD", got "soon"'],
       [dotA, "", 'line 3: expected NAME=value, but the line has no "="'],
       [dotA, "", "line 4: the single-quoted value of B is not closed: the closing ' must end its line or be followed only by a # comment"],
-      [join("b", ".env"), "", 'line 1: the double-quoted value of C is not closed: the closing " must end its line or be followed only by a # comment'],
+      [join("b", ".env"), "", 'line 1: the double-quoted value of C has text after its closing ": the closing " must end its line or be followed only by a # comment'],
     ]);
     expect(error.message).toContain(`${dotA}: line 3: expected NAME=value`);
   });

@@ -64,7 +64,7 @@ export function parseDotenv(source: string): ParsedDotenv {
       continue;
     }
     const quoted = readQuoted(text, pos + head[0].length, quote);
-    if (quoted !== undefined) {
+    if ("value" in quoted) {
       entries.push({ name, value: quoted.value, line });
       next(lineEnd(text, quoted.close));
       continue;
@@ -76,10 +76,15 @@ export function parseDotenv(source: string): ParsedDotenv {
       entries.push({ name, value: unescape(fallback.slice(1, -1), quote), line });
     } else {
       const what = quote === "`" ? "back-quoted" : quote === '"' ? "double-quoted" : "single-quoted";
-      errors.push({
-        line,
-        message: `the ${what} value of ${name} is not closed: the closing ${quote} must end its line or be followed only by a # comment`,
-      });
+      // Where a quote that could close the value is, said as such: "not closed" would send the
+      // reader looking for a missing quote when the trouble is what follows it.
+      const problem =
+        quoted.stray === undefined
+          ? "is not closed"
+          : quoted.stray < end
+            ? `has text after its closing ${quote}`
+            : `runs to a ${quote} on line ${line + countNewlines(text, pos, quoted.stray)} with text after it`;
+      errors.push({ line, message: `the ${what} value of ${name} ${problem}: the closing ${quote} must end its line or be followed only by a # comment` });
     }
     next(end);
   }
@@ -90,9 +95,10 @@ export function parseDotenv(source: string): ParsedDotenv {
  * A quoted value starting at `open`, possibly over several lines, as dotenv's pattern matches it:
  * it first tries the first quote not written `\q`; when what follows that one is not the end of
  * the line (or a comment), it backtracks onto the escaped quotes before it, last one first. So
- * `"C:\dir\"` is `C:\dir\`, as in wrangler.
+ * `"C:\dir\"` is `C:\dir\`, as in wrangler. When none closes it, `stray` is where that first
+ * unescaped quote is, if there is one.
  */
-function readQuoted(text: string, open: number, quote: string): { value: string; close: number } | undefined {
+function readQuoted(text: string, open: number, quote: string): { value: string; close: number } | { stray: number | undefined } {
   const escaped: number[] = [];
   let plain: number | undefined;
   for (let i = text.indexOf(quote, open + 1); i !== -1; i = text.indexOf(quote, i + 1)) {
@@ -108,7 +114,7 @@ function readQuoted(text: string, open: number, quote: string): { value: string;
       return { value: unescape(text.slice(open + 1, close), quote), close };
     }
   }
-  return undefined;
+  return { stray: plain };
 }
 
 /** Up to the first `#`, trimmed: dotenv's unquoted value. */
