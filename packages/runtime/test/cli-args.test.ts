@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
-import { UsageError, findConfig, parseDevArgs, parseKeysArgs } from "../src/cli/args.ts";
+import { UsageError, findConfig, parseDevArgs, parseKeysArgs, usage } from "../src/cli/args.ts";
 
 /** A directory with a wrangler.toml in it, so that only the arguments can be wrong. */
 function projectDir(): string {
@@ -140,5 +140,24 @@ describe("with no -c, the config is found as wrangler finds it", () => {
     expect(findConfig(join(root, "src"), (path) => (looked.push(path), false))).toBeUndefined();
     expect(looked.slice(0, 3)).toEqual(["wrangler.json", "wrangler.jsonc", "wrangler.toml"].map((n) => join(root, "src", n)));
     expect(looked.at(-1)).toBe(join("/", "wrangler.toml"));
+  });
+});
+
+describe("celld keys' usage lines", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  // Each action's line shows both ways to name the data directory, and the one it shows is taken.
+  test.each([
+    ["create", ["--org", "o", "--project", "p", "--env", "e", "--scope", "events:read"]],
+    ["list", []],
+    ["revoke", ["ck_x"]],
+  ])("celld keys %s shows -c FILE beside --data DIR", (action, rest) => {
+    const line = usage.split("\n").find((l) => l.includes(`celld keys ${action}`));
+    expect(line).toContain("[--data DIR | -c FILE]");
+    const nested = join(cwd, "app");
+    mkdirSync(nested, { recursive: true });
+    writeFileSync(join(nested, "wrangler.toml"), 'name = "w"\nmain = "index.js"\n');
+    expect(parseKeysArgs([action, ...rest, "-c", join("app", "wrangler.toml")], cwd).dataDir).toBe(join(nested, ".celld"));
   });
 });

@@ -29,9 +29,9 @@ export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
 
-       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR]
-       celld keys list [--all] [--data DIR]
-       celld keys revoke KEY_ID [--data DIR]
+       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR | -c FILE]
+       celld keys list [--all] [--data DIR | -c FILE]
+       celld keys revoke KEY_ID [--data DIR | -c FILE]
        celld --version     celld's version, and the workerd and Miniflare it runs Workers in
 
   scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
