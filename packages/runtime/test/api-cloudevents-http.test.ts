@@ -196,6 +196,14 @@ describe("binary mode", () => {
     const missing = await h.call("POST", `${h.path}:send`, { raw: "{}", headers: { "ce-specversion": "1.0", "ce-id": "a", "ce-source": "/s", ...json } });
     expect(missing.json.error.message).toBe("ce-type is required");
 
+    // The body was read as JSON only because of its Content-Type: the refusal says which it was.
+    const notJson = await h.call("POST", `${h.path}:send`, { raw: '{"a":1,}', headers: { ...ce, "content-type": "application/vnd.acme+json; v=2" } });
+    expect(notJson.json.error.message).toBe(
+      'the request body is not valid JSON, which its Content-Type "application/vnd.acme+json" says it is (in binary mode the body is the event\'s data)',
+    );
+    const percent = await h.call("POST", `${h.path}:send`, { raw: "{}", headers: { ...ce, "ce-subject": "100%", ...json } });
+    expect(percent.json.error.message).toBe("ce-subject has a % not followed by two hex digits: percent-encode a literal % as %25");
+
     // An attribute sent twice: Node would join the values with ", ".
     const twice = await request(`${h.server.url}${h.path}:send`, {
       method: "POST",

@@ -79,8 +79,11 @@ export function parseJsonBody(bytes: Uint8Array): { value: unknown; text: string
   return { value: parseJsonText(text, "the request body"), text };
 }
 
-/** A JSON document held in a string (a protobuf text_data with a JSON content type). */
-export function parseJsonText(text: string, what: string, field = ""): unknown {
+/**
+ * A JSON document held in a string (a protobuf text_data with a JSON content type). `why`, after
+ * the refusal's words, says what made it JSON where the sender chose that (a Content-Type).
+ */
+export function parseJsonText(text: string, what: string, field = "", why = ""): unknown {
   checkJsonShape(
     text,
     { depthMax: apiLimits.jsonDepthMax, arrayItemsMax: apiLimits.jsonArrayItemsMax, objectMembersMax: apiLimits.jsonObjectMembersMax },
@@ -90,7 +93,7 @@ export function parseJsonText(text: string, what: string, field = ""): unknown {
     return JSON.parse(text);
   } catch {
     // V8's parse messages change between Node versions; clients get a stable one.
-    throw new ApiError("malformed_body", `${what} is not valid JSON`, { field: field || undefined });
+    throw new ApiError("malformed_body", `${what} is not valid JSON${why}`, { field: field || undefined });
   }
 }
 
