@@ -52,23 +52,52 @@ describe("JSON data comes back from a lease exactly as it was sent", () => {
     expect(JSON.parse(text).messages).toHaveLength(exact.length);
   });
 
-  it("whitespace between tokens is dropped, inside strings kept; the last of duplicate keys wins, as in JSON.parse", async () => {
+  it("whitespace between tokens is dropped, inside strings kept; duplicate keys inside data are kept as written", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs");
     const path = h.queuePath("jobs");
     const body = [
       '{ "delay" : 0 ,\n "events" : [\n',
-      '  { "data" : 1 , "specversion":"1.0", "id":"a", "source":"/tests", "type":"test.event",\n',
-      '    "data" : {\r\n\t"n" : [ 12345678901234567891 , "  spaced  { } " ] } } ,\n',
+      '  { "specversion":"1.0", "id":"a", "source":"/tests", "type":"test.event",\n',
+      '    "data" : {\r\n\t"n" : [ 12345678901234567891 , "  spaced  { } " ], "k": 1, "k": 2 } } ,\n',
       '  {"specversion":"1.0","id":"b","source":"/tests","type":"test.event","d\\u0061ta" : 98765432109876543210 },\n',
       '  {"specversion":"1.0","id":"c","source":"/tests","type":"test.event"}\n',
       "] }",
     ].join("");
     expect((await h.call("POST", `${path}:send`, { raw: body, headers: { "content-type": "application/json" } })).status).toBe(200);
     const text = await leaseText(h, path, 3);
-    expect(text).toContain(`"event":${rawEvent("a", '{"n":[12345678901234567891,"  spaced  { } "]}')}}`);
+    expect(text).toContain(`"event":${rawEvent("a", '{"n":[12345678901234567891,"  spaced  { } "],"k":1,"k":2}')}}`);
     expect(text).toContain(`"event":${rawEvent("b", "98765432109876543210")}}`);
     expect(text).toContain('"event":{"specversion":"1.0","id":"c","source":"/tests","type":"test.event"}}');
+  });
+
+  it("a member given twice in an event or in the envelope is refused, naming it, in every JSON format", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    const event = '{"specversion":"1.0","id":"a","source":"/tests","type":"test.event","id":"b"}';
+    const escaped = '{"specversion":"1.0","id":"a","source":"/tests","type":"test.event","data":1,"d\\u0061ta":2}';
+    const cases: Array<[string, string, string, string]> = [
+      // [name, content type, body, field]
+      ["envelope, id twice", "application/json", `{"events":[{"specversion":"1.0","id":"z","source":"/tests","type":"test.event"},${event}]}`, "events[1].id"],
+      ["envelope, data twice, once escaped", "application/json", `{"events":[${escaped}]}`, "events[0].data"],
+      ["envelope, events twice", "application/json", `{"events":[${rawEvent("x", "1")}],"events":[${rawEvent("y", "2")}]}`, "events"],
+      ["structured", "application/cloudevents+json", event, "id"],
+      ["batch", "application/cloudevents-batch+json", `[${event}]`, "[0].id"],
+    ];
+    for (const [name, type, raw, field] of cases) {
+      const res = await h.call("POST", `${path}:send`, { raw, headers: { "content-type": type } });
+      expect(res.status, name).toBe(400);
+      expect(res.json.error, name).toEqual({
+        code: "invalid_argument",
+        message: `${field} is given twice; a member's name must be unique in its object`,
+        field,
+        bound: "one member of each name",
+      });
+    }
+    const publish = await h.call("POST", `/v1/${testEnv}/events:publish`, { raw: `{"events":[${event}]}`, headers: { "content-type": "application/json" } });
+    expect(publish.json.error?.field).toBe("events[0].id");
+    expect((await h.call("GET", path)).json.counts.ready).toBe(0);
   });
 
   it("whitespace in data costs nothing: a spaced send stores as many bytes as a compact one", async () => {
@@ -193,10 +222,13 @@ describe("the JSON source scanner agrees with JSON.parse", () => {
     return `{${ws()}${members.join(`${ws()},${ws()}`)}${ws()}}`;
   }
 
-  it("finds each event's data in random documents with nested decoys and duplicate keys", () => {
+  it("finds each event's data in random documents with nested decoys and duplicate keys inside them", () => {
     for (let seed = 1; seed <= 400; seed++) {
       const rnd = random(seed);
-      const events = Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => (rnd() < 0.8 ? `{ "a":1, "data" : ${jsonText(rnd, 0)}, "z" : ${jsonText(rnd, 0)}${rnd() < 0.3 ? `, "data":${jsonText(rnd, 0)}` : ""} }` : jsonText(rnd, 0)));
+      // An event's own members are unique (a name given twice is refused, below); duplicates
+      // inside its data and in non-event values nested under a member stay as decoys.
+      const nonEvent = (t: string): string => (t.startsWith("{") ? `{"x":${t}}` : t);
+      const events = Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => (rnd() < 0.8 ? `{ "a":1, "data" : ${jsonText(rnd, 0)}, "z" : ${jsonText(rnd, 0)} }` : nonEvent(jsonText(rnd, 0))));
       const envelope = ` { "events" : [ ${events.join(" , ")} ] , "delay":1 }`;
       const parsed = JSON.parse(envelope) as { events: unknown[] };
       const found = envelopeDataTexts(envelope);

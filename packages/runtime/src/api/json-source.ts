@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { ApiError } from "./errors.ts";
+import { fieldPath } from "./fields.ts";
 import { decodeKey, stringEnd } from "./json-body.ts";
 
 /**
@@ -8,18 +10,20 @@ import { decodeKey, stringEnd } from "./json-body.ts";
  * again. Node 20's JSON.parse cannot say where a value came from, hence this scanner.
  *
  * It runs only on text JSON.parse has accepted, so it checks no syntax and builds no values: it
- * finds members by key (the last of duplicate keys, as JSON.parse keeps) and skips everything
- * else, strings by `indexOf`. Whitespace between tokens of the data is dropped, so the data is
+ * finds members by key and skips everything else, strings by `indexOf`. A name given twice in the
+ * envelope or in an event is refused here (RFC 8259 and the CloudEvents JSON format say names
+ * SHOULD be unique; JSON.parse would silently keep the last), since a sender who wrote `"id"` twice
+ * cannot have meant both. Inside `data` they are kept as written, for the consumer's parser. Whitespace between tokens of the data is dropped, so the data is
  * stored as compactly as JSON.stringify wrote it before; strings and numbers are kept as written.
  */
 
 /** The data of each event of the API's envelope, `{"events": [...]}`; undefined for an event without data. */
 export function envelopeDataTexts(text: string): Array<string | undefined> {
   let texts: Array<string | undefined> = [];
-  eachMember(text, skipSpace(text, 0), (key, at) => {
+  eachMember(text, skipSpace(text, 0), "", (key, at) => {
     if (key !== "events" || text.charCodeAt(at) !== 0x5b /* [ */) return valueEnd(text, at);
     const found: Array<string | undefined> = [];
-    const end = eachItem(text, at, (i, itemAt) => eventData(text, itemAt, found, i));
+    const end = eachItem(text, at, (i, itemAt) => eventData(text, itemAt, found, i, `events[${i}]`));
     texts = found;
     return end;
   });
@@ -30,14 +34,14 @@ export function envelopeDataTexts(text: string): Array<string | undefined> {
 export function batchDataTexts(text: string): Array<string | undefined> {
   const found: Array<string | undefined> = [];
   const start = skipSpace(text, 0);
-  if (text.charCodeAt(start) === 0x5b) eachItem(text, start, (i, at) => eventData(text, at, found, i));
+  if (text.charCodeAt(start) === 0x5b) eachItem(text, start, (i, at) => eventData(text, at, found, i, `[${i}]`));
   return found;
 }
 
 /** The data of one structured-mode event, `{...}` (application/cloudevents+json). */
 export function eventDataText(text: string): string | undefined {
   const found: Array<string | undefined> = [];
-  eventData(text, skipSpace(text, 0), found, 0);
+  eventData(text, skipSpace(text, 0), found, 0, "");
   return found[0];
 }
 
@@ -55,10 +59,10 @@ export function withMember(objectText: string, name: string, valueText: string):
   return `${objectText.slice(0, -1)},${JSON.stringify(name)}:${valueText}}`;
 }
 
-function eventData(text: string, at: number, found: Array<string | undefined>, index: number): number {
+function eventData(text: string, at: number, found: Array<string | undefined>, index: number, field: string): number {
   found[index] = undefined;
   if (text.charCodeAt(at) !== 0x7b /* { */) return valueEnd(text, at);
-  return eachMember(text, at, (key, valueAt) => {
+  return eachMember(text, at, field, (key, valueAt) => {
     if (key !== "data") return valueEnd(text, valueAt);
     const [end, source] = compactValue(text, valueAt);
     found[index] = source;
@@ -68,16 +72,26 @@ function eventData(text: string, at: number, found: Array<string | undefined>, i
 
 /**
  * Calls `visit` with each member's key and where its value starts; `visit` answers where the
- * value ends. Returns the index after the closing brace.
+ * value ends. Returns the index after the closing brace. A key given twice is refused, named
+ * under `field` (the object's own path).
  */
-function eachMember(text: string, start: number, visit: (key: string, at: number) => number): number {
+function eachMember(text: string, start: number, field: string, visit: (key: string, at: number) => number): number {
   let i = skipSpace(text, start + 1);
   if (text.charCodeAt(i) === 0x7d /* } */) return i + 1;
+  const seen = new Set<string>();
   for (;;) {
     const keyEnd = stringEnd(text, i);
     // Keys are almost never escaped; only an escaped one is worth decoding.
     const raw = text.slice(i + 1, keyEnd);
     const key = raw.includes("\\") ? decodeKey(text.slice(i, keyEnd + 1)) : raw;
+    if (seen.has(key)) {
+      const path = fieldPath(field, key);
+      throw new ApiError("invalid_argument", `${path} is given twice; a member's name must be unique in its object`, {
+        field: path,
+        bound: "one member of each name",
+      });
+    }
+    seen.add(key);
     const colon = skipSpace(text, keyEnd + 1);
     i = skipSpace(text, visit(key, skipSpace(text, colon + 1)));
     if (text.charCodeAt(i) === 0x7d) return i + 1;
