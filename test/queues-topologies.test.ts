@@ -284,3 +284,55 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
   expect(arrived).toMatchObject({ queue: "jobs", attempts: 1 });
   expect(h.clock.now() - sentAt).toBe(86_400_000);
 });
+
+test("a handler past its wall time is cancelled inside workerd: with max_concurrency = 1 the next delivery never overlaps it", async () => {
+  const p = project();
+  const config = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-06-01"
+kv_namespaces = [{ binding = "KV", id = "kv" }]
+queues.producers = [{ binding = "JOBS", queue = "jobs" }, { binding = "SEEN", queue = "seen" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_concurrency = 1, max_retries = 1 }]
+`,
+    // Reports every 50 ms (real time) that it is still running, until the gate opens.
+    "worker.js": `
+export default {
+  async fetch(request, env) {
+    if (new URL(request.url).pathname === "/open") await env.KV.put("gate", "open");
+    else await env.JOBS.send({});
+    return new Response("ok");
+  },
+  async queue(batch, env) {
+    const { attempts } = batch.messages[0];
+    while ((await env.KV.get("gate")) === null) {
+      await env.SEEN.send({ event: "running", attempts });
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await env.SEEN.send({ event: "ended", attempts });
+  },
+};`,
+  });
+  const h = await runHost([config], p.dataDir, { wallTimeSeconds: 10 });
+  const events: Array<{ event: string; attempts: number }> = [];
+  const seen = await h.cell("seen");
+  const reports = async (attempts: number, event = "running") => {
+    events.push(...((await drainJson(seen)) as typeof events));
+    return events.filter((e) => e.attempts === attempts && e.event === event).length;
+  };
+  await h.fetch("/send");
+  await eventually(async () => ((await reports(1)) > 0 ? true : undefined), "the first delivery running");
+  h.clock.advance(10_000);
+  await eventually(async () => ((await reports(2)) > 0 ? true : undefined), "the second delivery running");
+  expect(h.batches).toMatchObject([{ outcome: "wall-time", retried: 1 }]);
+  const firstRan = await reports(1);
+  await quietFor(500);
+  // Ten more reports would have come in this time had the first call gone on.
+  expect(await reports(1)).toBe(firstRan);
+  await h.fetch("/open");
+  await eventually(() => (h.batches.length === 2 ? true : undefined), "the second delivery's report");
+  expect(h.batches[1]).toMatchObject({ outcome: "ok", acked: 1 });
+  expect(await reports(2, "ended")).toBe(1);
+  expect(await reports(1, "ended")).toBe(0);
+});
