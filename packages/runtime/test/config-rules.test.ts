@@ -267,6 +267,27 @@ describe("warnings", () => {
     ]);
   });
 
+  test("retries that outlast the queue's four-day retention warn: the message would be deleted before its last delivery", () => {
+    const retention = limits.retentionSeconds;
+    const consumers = [
+      { queue: "a", max_retries: 4, retry_delay: retention / 4, dead_letter_queue: "a-dlq" },
+      { queue: "b", max_retries: 100, retry_delay: 3_457 },
+      // Just inside: the last delivery comes a second before the message would be deleted.
+      { queue: "c", max_retries: 1, retry_delay: limits.delaySecondsMax, dead_letter_queue: "c-dlq" },
+      { queue: "d", max_retries: 4, retry_delay: retention / 4 - 1 },
+      { queue: "e" },
+    ];
+    const deployment = parseDeployment(files({ name: "w", queues: { consumers } }), everyFileExists);
+    expect(formatWarnings(deployment.warnings)).toEqual([
+      `w.json: queues.consumers[0].retry_delay: the last of 4 retries 86400 s apart comes at least 345600 s after a message ` +
+        `entered queue "a", and a queue keeps a message for ${retention} s: one that keeps failing is deleted before that ` +
+        `delivery, and never reaches the dead-letter queue "a-dlq" (keep max_retries × retry_delay under ${retention} s)`,
+      `w.json: queues.consumers[1].retry_delay: the last of 100 retries 3457 s apart comes at least 345700 s after a message ` +
+        `entered queue "b", and a queue keeps a message for ${retention} s: one that keeps failing is deleted before that ` +
+        `delivery (keep max_retries × retry_delay under ${retention} s)`,
+    ]);
+  });
+
   test("a failed deployment still carries its warnings, since a typo often explains an error", () => {
     const error = failure(() => parseDeployment(files({ name: "w", mian: "x.js", main: undefined }), everyFileExists));
     expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);

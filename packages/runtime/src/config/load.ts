@@ -21,6 +21,7 @@ import { moduleRuleWarnings } from "./module-rule-warnings.ts";
 import { queuesOf, toWorkerConfig, type Deployment, type WorkerConfig } from "./model.ts";
 import { parseConfigText, type ParsedText } from "./read-file.ts";
 import { onlyRequiredSecrets } from "./required-secrets.ts";
+import { retryRetentionWarnings } from "./retry-retention.ts";
 import { workerFileSchema, type WorkerFile } from "./schema.ts";
 
 export interface ConfigSource {
@@ -131,6 +132,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       if (checked.success) {
         workers.push({ file: path, worker: toWorkerConfig(configPath, checked.data, devVars) });
         warnings.push(...deliveryDelayWarnings(path, checked.data));
+        warnings.push(...retryRetentionWarnings(path, checked.data));
         const { bindings = [] } = checked.data.durable_objects ?? {};
         warnings.push(...unmigratedClassWarnings(path, checked.data.name, bindings, checked.data.migrations));
         warnings.push(...moduleRuleWarnings(path, checked.data.rules));
