@@ -70,7 +70,7 @@ describe("deployment-wide rules", () => {
         path: "queues.consumers[1].dead_letter_queue",
         message:
           "dead-letter queues form a loop (audit -> orders -> orders-dlq -> audit); a message dead-lettered " +
-          "around a loop would come back to a queue that already took it once and be dropped there",
+          "around a loop would go round it for ever, each queue it reaches starting its four days of retention again",
       },
     ]);
     // A chain without a loop is fine.

@@ -292,8 +292,8 @@ export class QueueDirectory {
         bound: "an existing queue of the same environment",
       });
     }
-    // A cell skips an id it took in during the retention period (that is what makes a repeated
-    // dead-letter move harmless), so a message sent around a loop would be dropped on its return.
+    // A message sent around a loop would go round it for ever: each dead-letter move starts its
+    // retention again in the queue it reaches.
     const chain = [name];
     for (let at: string | null = deadLetterQueue; at !== null && !chain.includes(at); ) {
       chain.push(at);
@@ -302,7 +302,7 @@ export class QueueDirectory {
         throw new ApiError(
           "invalid_argument",
           `dead_letter_queue ${deadLetterQueue} would close a loop of dead-letter queues (${[...chain, name].join(" -> ")}); ` +
-            "a message dead-lettered around it would be dropped",
+            "a message dead-lettered around it would go round it for ever",
           { field: "dead_letter_queue", bound: "a chain of dead-letter queues without loops" },
         );
       }

@@ -82,8 +82,8 @@ export function deploymentIssues(
   for (const cycle of deadLetterCycles(deadLetterOf)) {
     const first = deadLetterOf.get(cycle[0]!)!;
     const why =
-      "a message dead-lettered around a loop would come back to a queue that already took it once " +
-      "and be dropped there";
+      "a message dead-lettered around a loop would go round it for ever, each queue it reaches " +
+      "starting its four days of retention again";
     report(first.file, first.path, `dead-letter queues form a loop (${[...cycle, cycle[0]].join(" -> ")}); ${why}`);
   }
 
