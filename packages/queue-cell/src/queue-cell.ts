@@ -8,10 +8,11 @@ import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from ".
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
 import { callStorageError } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
-import { WriteLoop } from "./write-loop.ts";
+import { WriteLoop, type GroupFate } from "./write-loop.ts";
 
 const msPerSecond = 1000;
 const retentionMs = limits.retentionSeconds * msPerSecond;
+const retentionDays = limits.retentionSeconds / 86_400;
 // Expired leases and replays are read in slices, so no single query returns an unbounded list.
 const expirySliceRows = 1000;
 /**
@@ -197,6 +198,10 @@ export class QueueCell {
   private lastActivityMs = 0;
   /** Expired rows remain that the sweep's slices have not reached yet (see sweepSliceRows). */
   private sweeping = false;
+  /** Messages the retention sweep of the group being written deleted. */
+  private sweptInGroup = 0;
+  /** Messages deleted by retention, committed, and not yet told (see retentionSwept). */
+  private sweptUntold = 0;
   /**
    * No lease expires and no row outlives retention before this time: a lower bound, lowered as
    * leases and rows are added and made exact by maintain(). -Infinity: not yet known.
@@ -252,9 +257,11 @@ export class QueueCell {
       beforeGroup: (nowMs) => {
         // In the clock's time, as the registry that closes idle cells reads it.
         this.lastActivityMs = nowMs - this.clockAheadMs;
+        // A group that rolled back before its end swept nothing.
+        this.sweptInGroup = 0;
         this.maintain(nowMs);
       },
-      endOfGroup: (nowMs) => this.serveInGroup(nowMs),
+      endOfGroup: (nowMs) => this.endOfGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
     this.waiters = new LeaseWaiters(this.cellClock, () => this.serveWaiters());
@@ -677,7 +684,7 @@ export class QueueCell {
     // An expired lease was a delivery that failed; the message is ready again from its end.
     this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
     const cutoffMs = nowMs - retentionMs;
-    this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
+    this.sweptInGroup += this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
     const due = this.store.dueTimes();
     const sweeping = due.oldestEnqueuedAt !== null && due.oldestEnqueuedAt <= cutoffMs;
     // Once the last slice is gone, what waits for a lease may take what the sweep left.
@@ -770,6 +777,37 @@ export class QueueCell {
       this.startMover();
     }
     this.armTimer(nowMs);
+  }
+
+  /** At the end of a group: its waiting leases served, and what its sweep deleted told once it commits. */
+  private endOfGroup(nowMs: number): GroupFate | undefined {
+    const served = this.serveInGroup(nowMs);
+    const swept = this.sweptInGroup;
+    this.sweptInGroup = 0;
+    if (swept === 0) return served;
+    return {
+      committed: () => {
+        served?.committed();
+        this.retentionSwept(swept);
+      },
+      failed: (error) => served?.failed(error),
+    };
+  }
+
+  /**
+   * Tells of messages deleted by retention, as on Cloudflare, but not silently: a consumer that
+   * keeps failing with a long retry_delay, or a backlog no one consumes, loses them here. A sweep
+   * of many rows runs in slices of a group each; it is told once, when its last slice is in.
+   */
+  private retentionSwept(messages: number): void {
+    this.sweptUntold += messages;
+    if (this.sweeping) return;
+    const count = this.sweptUntold;
+    this.sweptUntold = 0;
+    this.onWarning(
+      `queue "${this.name}": ${count} message${count === 1 ? "" : "s"} reached the ${retentionDays}-day ` +
+        "retention before being acknowledged and were deleted (dead letters kept in the queue's own set included)",
+    );
   }
 
   /**

@@ -347,8 +347,9 @@ describe("purge and counts", () => {
 });
 
 describe("retention", () => {
-  test(`every message leaves ${limits.retentionSeconds / 86_400} days after it entered, in every state`, async () => {
-    const h = cellHarness({ config: { maxDeliveries: 1 } });
+  test(`every message leaves ${limits.retentionSeconds / 86_400} days after it entered, in every state, and is told of`, async () => {
+    const warnings: string[] = [];
+    const h = cellHarness({ config: { maxDeliveries: 1 }, onWarning: (line) => warnings.push(line) });
     await h.cell.send([text("dead")]);
     await h.cell.nack(refs(await h.cell.lease({ max: 1 })));
     await h.cell.send([text("leased")]);
@@ -361,14 +362,20 @@ describe("retention", () => {
     const counts = await h.cell.counts();
     expect(counts).toMatchObject({ ready: 1, delayed: 0, leased: 0, dead: 0 });
     expect(bodies(await h.cell.lease({ max: 10 }))).toEqual(["younger"]);
+    const told = (n: string) =>
+      `queue "q": ${n} reached the 4-day retention before being acknowledged and were deleted ` +
+      "(dead letters kept in the queue's own set included)";
+    expect(warnings).toEqual([told("4 messages")]);
     h.clock.advance(dayMs);
     await settle();
     expect((await h.cell.counts()).leased).toBe(0);
+    expect(warnings).toEqual([told("4 messages"), told("1 message")]);
     await h.cell.close();
   });
 
-  test("a large expired backlog is swept a slice at a time, each in a group of its own, and none of it is delivered meanwhile", async () => {
-    const h = cellHarness();
+  test("a large expired backlog is swept a slice at a time, each in a group of its own, none of it delivered meanwhile, and told once", async () => {
+    const warnings: string[] = [];
+    const h = cellHarness({ onWarning: (line) => warnings.push(line) });
     const expired = 12_000;
     for (let i = 0; i < expired; i += 250) {
       await Promise.all(Array.from({ length: 250 }, (_, j) => h.cell.send([text(`old-${i + j}`)])));
@@ -389,6 +396,7 @@ describe("retention", () => {
     }
     expect(bodies(await waiting)).toEqual(["fresh"]);
     expect(await h.cell.counts()).toMatchObject({ ready: 0, leased: 1 });
+    expect(warnings).toEqual([expect.stringMatching(/^queue "q": 12000 messages reached the 4-day retention/)]);
     await h.cell.close();
   });
 
