@@ -67,11 +67,6 @@ function tooLarge(capBytes: number): ApiError {
 }
 
 /**
- * The body's format, from Content-Type. No Content-Type reads as JSON. On a route that takes
- * CloudEvents, the binding's rule comes first: a cloudevents type is structured or batched mode,
- * and otherwise a header of a required attribute makes the request a binary-mode event.
- */
-/**
  * Bodies are read as sent. A coded one (gzip, br) would otherwise be stored as its compressed
  * bytes: a binary-mode event's data silently not what was meant. RFC 7694: refuse it with 415.
  */
@@ -91,6 +86,11 @@ export function checkContentEncoding(req: IncomingMessage): void {
  */
 const binaryModeHeaders = ["ce-specversion", "ce-id", "ce-source", "ce-type"] as const;
 
+/**
+ * The body's format, from Content-Type. No Content-Type reads as JSON. On a route that takes
+ * CloudEvents, the binding's rule comes first: a cloudevents type is structured or batched mode,
+ * and otherwise a header of a required attribute makes the request a binary-mode event.
+ */
 export function requestFormat(req: IncomingMessage, speaksProtobuf: boolean, takesCloudEvents: boolean): RequestFormat {
   const type = req.headers["content-type"];
   const essence = type === undefined ? "" : mediaEssence(type);

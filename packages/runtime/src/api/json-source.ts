@@ -12,9 +12,10 @@ import { decodeKey, stringEnd } from "./json-body.ts";
  * It runs only on text JSON.parse has accepted, so it checks no syntax and builds no values: it
  * finds members by key and skips everything else, strings by `indexOf`. A name given twice in the
  * envelope or in an event is refused here (RFC 8259 and the CloudEvents JSON format say names
- * SHOULD be unique; JSON.parse would silently keep the last), since a sender who wrote `"id"` twice
- * cannot have meant both. Inside `data` they are kept as written, for the consumer's parser. Whitespace between tokens of the data is dropped, so the data is
- * stored as compactly as JSON.stringify wrote it before; strings and numbers are kept as written.
+ * SHOULD be unique; JSON.parse would silently keep the last), since a sender who wrote `"id"`
+ * twice cannot have meant both. Inside `data` they are kept as written, for the consumer's parser.
+ * Whitespace between tokens of the data is dropped, so the data is stored as compactly as
+ * JSON.stringify wrote it before; strings and numbers are kept as written.
  */
 
 /** The data of each event of the API's envelope, `{"events": [...]}`; undefined for an event without data. */
