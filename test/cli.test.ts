@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
@@ -7,9 +6,9 @@ import { afterEach, expect, test } from "vitest";
 import { CellRegistry } from "../packages/queue-cell/src/index.ts";
 import { apiLimits } from "../packages/runtime/src/api/index.ts";
 import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
+import { run, waitFor } from "./cli-harness.ts";
 import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
-const celld = join(import.meta.dirname, "../packages/runtime/bin/celld.mjs");
 const projects: Project[] = [];
 afterEach(() => projects.splice(0).forEach((p) => p.remove()));
 
@@ -27,40 +26,6 @@ function projectWith(files: Record<string, string>): Project {
   projects.push(p);
   p.write(files);
   return p;
-}
-
-interface Run {
-  pid: number;
-  output: () => string;
-  exited: Promise<number | null>;
-  kill: (signal: NodeJS.Signals) => void;
-  killGroup: (signal: NodeJS.Signals) => void;
-}
-
-function run(args: string[], cwd: string, options: { detached?: boolean } = {}): Run {
-  // detached: its own process group, so that a test can kill celld and its workerd at once.
-  const proc = spawn(process.execPath, [celld, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], detached: options.detached ?? false });
-  let output = "";
-  proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
-  proc.stderr.on("data", (d: Buffer) => (output += d.toString()));
-  return {
-    pid: proc.pid!,
-    output: () => output,
-    // "close": after the process has ended and its output has all been read.
-    exited: new Promise((resolve) => proc.on("close", (code) => resolve(code))),
-    kill: (signal) => proc.kill(signal),
-    killGroup: (signal) => process.kill(-proc.pid!, signal),
-  };
-}
-
-async function waitFor(r: Run, pattern: RegExp, ms = 30_000, pollMs = 20): Promise<RegExpMatchArray> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const match = r.output().match(pattern);
-    if (match !== null) return match;
-    if (Date.now() > end) throw new Error(`no ${pattern} in:\n${r.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, pollMs));
-  }
 }
 
 test("a broken config starts nothing and names every error with file and key", async () => {

@@ -3,7 +3,8 @@ import { storageCause } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
-import { consoleHostLog } from "../host/host-log.ts";
+import { constants } from "node:os";
+import { consoleHostLog, watchOutputStreams } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import { checkPortFree } from "../host/port-check.ts";
 import type { DevArgs } from "./args.ts";
@@ -14,9 +15,16 @@ const shutdownGraceMs = 10_000;
 /** A queue nobody has used for this long gives back its file handle and memory until next use. */
 const cellIdleCloseMs = 5 * 60_000;
 
-/** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT/SIGTERM. */
+/** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT, SIGTERM or SIGHUP. */
 export async function dev(args: DevArgs): Promise<number> {
   const log = consoleHostLog;
+  // Set once the shutdown below exists; until then a closed output is remembered and acted on then.
+  let outputClosed: string | undefined;
+  let stopForOutput = (): void => {};
+  watchOutputStreams((stream, code) => {
+    outputClosed = `${stream} was closed (${code})`;
+    stopForOutput();
+  });
   for (const warning of args.warnings) log.warn(warning);
   let deployment;
   try {
@@ -87,14 +95,18 @@ export async function dev(args: DevArgs): Promise<number> {
   }
   const stopped = new Promise<number>((resolve) => {
     let stopping = false;
-    /** `exitCode`: 0 for a signal, 1 when celld stops because workerd went away. */
-    const stop = (signal: string, exitCode = 0): void => {
+    /**
+     * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
+     * closed), so that a supervisor's Restart=on-failure starts it again.
+     */
+    const stop = (reason: string, exitCode = 0): void => {
       if (stopping) {
-        log.warn(`${signal} again: exiting at once; messages in running batches return to their queues at the next start`);
-        process.exit(130);
+        log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start`);
+        // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
+        process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
       }
       stopping = true;
-      log.info(`${signal}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
+      log.info(`${reason}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
       const closeAll = async (): Promise<void> => {
         // Closing the host hands running batches back and closes the cells: a failed API close
         // must not skip it.
@@ -119,12 +131,18 @@ export async function dev(args: DevArgs): Promise<number> {
     runtimeExited = () => {
       if (!stopping) stop("workerd exited", 1);
     };
+    stopForOutput = () => {
+      if (!stopping && outputClosed !== undefined) stop(outputClosed, 1);
+    };
+    stopForOutput();
     // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
     // could run; its "exit" hook stays and still stops workerd if we exit abruptly. Our listener
     // is added before Miniflare's are removed: with none left for a moment, Node stops watching
     // the signal and starts again, and a signal arriving just then was seen to be lost (celld ran
     // on after a supervisor's SIGTERM).
-    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    // SIGHUP too: celld has nothing to reload, and a hangup (the terminal it ran in closed) would
+    // otherwise end it at once, as a crash.
+    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
       const others = process.listeners(signal);
       process.on(signal, () => stop(signal));
       for (const listener of others) process.removeListener(signal, listener);

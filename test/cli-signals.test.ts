@@ -1,0 +1,107 @@
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, expect, test } from "vitest";
+import { celld, run, waitFor } from "./cli-harness.ts";
+import { project, type Project } from "./host-harness.ts";
+
+const projects: Project[] = [];
+afterEach(() => projects.splice(0).forEach((p) => p.remove()));
+
+/** A Worker that queues one job per POST and logs a line per request, so that it writes output on demand. */
+function loggingProject(): Project {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\nqueues.producers = [{ binding = "JOBS", queue = "jobs" }]\n`,
+    "worker.js": `export default {
+  async fetch(req, env) {
+    console.log("request " + req.method);
+    if (req.method === "POST") await env.JOBS.send({ n: 1 });
+    return Response.json(await env.JOBS.metrics());
+  },
+};`,
+  });
+  return p;
+}
+
+/** What a stop leaves in the data directory's run/: nothing, once celld has closed its sockets. */
+function socketsLeft(dataDir: string): string[] {
+  const dir = join(dataDir, "run");
+  return existsSync(dir) ? readdirSync(dir) : [];
+}
+
+test("SIGHUP (a closed terminal, a `kill -HUP`) stops celld cleanly, as SIGTERM does, with status 0", async () => {
+  const p = loggingProject();
+  const r = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url!, { method: "POST" })).json()).toMatchObject({ backlogCount: 1 });
+  r.kill("SIGHUP");
+  expect(await r.exited).toBe(0);
+  expect(r.output()).toContain("SIGHUP: stopping");
+  expect(r.output()).toContain("[celld] stopped");
+  expect(socketsLeft(p.dataDir)).toEqual([]);
+  expect(existsSync(join(p.dataDir, "workerd.pid"))).toBe(false);
+});
+
+test("stdout closed under celld (`celld dev | head -1`) stops it cleanly with status 1, instead of an EPIPE crash", async () => {
+  const p = loggingProject();
+  const proc = spawn(process.execPath, [celld, "dev", "--port", "0"], { cwd: p.dir, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.on("close", (code) => resolve(code)));
+  const seen = (pattern: RegExp): Promise<RegExpExecArray> =>
+    new Promise((resolve) => {
+      const look = (): void => {
+        const match = pattern.exec(stdout);
+        if (match === null) return;
+        proc.stdout.off("data", look);
+        resolve(match);
+      };
+      proc.stdout.on("data", look);
+      look();
+    });
+  proc.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  const [, url] = await seen(/listening on (http:\/\/\S+)/);
+  await seen(/\[celld\] queues: jobs\n/);
+  expect(await (await fetch(url!, { method: "POST" })).json()).toMatchObject({ backlogCount: 1 });
+  await seen(/request POST\n/);
+  // As `head` does once it has its lines: the read end goes away, and the next write fails.
+  proc.stdout.destroy();
+  // Its line is the first write that fails; the request itself may be cut short by the stop.
+  await fetch(url!).catch(() => undefined);
+  expect(await exited).toBe(1);
+  expect(stderr).not.toContain("Unhandled 'error' event");
+  expect(stderr).toMatch(/stdout was closed \(EPIPE\): stopping/);
+  expect(stderr).toContain("[celld] stopped");
+  expect(socketsLeft(p.dataDir)).toEqual([]);
+
+  // The message the closed output did not stop is there at the next start.
+  const again = run(["dev", "--port", "0"], p.dir);
+  const [, url2] = await waitFor(again, /listening on (http:\/\/\S+)/);
+  expect(await (await fetch(url2!)).json()).toMatchObject({ backlogCount: 1 });
+  again.kill("SIGTERM");
+  expect(await again.exited).toBe(0);
+});
+
+test("a second SIGTERM during the stop exits at once with 143, as a shell reports a process SIGTERM ended", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\nqueues.producers = [{ binding = "JOBS", queue = "jobs" }]\nqueues.consumers = [{ queue = "jobs", max_batch_timeout = 0 }]\n`,
+    "worker.js": `export default {
+  async fetch(req, env) { await env.JOBS.send({ n: 1 }); return new Response("queued"); },
+  async queue(batch) { console.log("handling"); await new Promise((r) => setTimeout(r, 600000)); },
+};`,
+  });
+  const r = run(["dev", "--port", "0"], p.dir);
+  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
+  await fetch(url!, { method: "POST" });
+  await waitFor(r, /handling/);
+  r.kill("SIGTERM");
+  await waitFor(r, /SIGTERM: stopping/);
+  r.kill("SIGTERM");
+  expect(await r.exited).toBe(143);
+  expect(r.output()).toContain("SIGTERM again: exiting at once");
+});
