@@ -108,6 +108,30 @@ export async function drainJson(cell: QueueCell): Promise<unknown[]> {
 }
 
 /**
+ * The reports a test's Workers send to their "seen" queue, read as they come and kept in order:
+ * all of them from a mark on, those of one tag, or those of a tag once `count` have come.
+ */
+export function seenReports<T extends { body?: { tag?: string } | null }>(cell: () => Promise<QueueCell>) {
+  let seen: T[] = [];
+  const since = async (mark: number): Promise<T[]> => {
+    seen = seen.concat((await drainJson(await cell())) as T[]);
+    return seen.slice(mark);
+  };
+  const forTag = async (tag: string): Promise<T[]> => (await since(0)).filter((s) => s.body?.tag === tag);
+  return {
+    since,
+    /** Where the reports so far end, for since(). */
+    mark: async (): Promise<number> => (await since(0)).length,
+    forTag,
+    waitFor: (tag: string, count: number): Promise<T[]> =>
+      eventually(async () => {
+        const got = await forTag(tag);
+        return got.length >= count ? got : undefined;
+      }, `${count} deliveries of "${tag}"`),
+  };
+}
+
+/**
  * For a test file: projects and hosts made through the returned functions are closed and removed
  * after each test, whether it passed or not.
  */

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { drainJson, eventually, project, runHost, type RunningHost } from "./host-harness.ts";
+import { eventually, project, runHost, seenReports, type RunningHost } from "./host-harness.ts";
 
 interface Seen {
   queue: string;
@@ -25,7 +25,8 @@ const fixture = (name: string): string => readFileSync(join(import.meta.dirname,
 describe("a consumer Worker in workerd", () => {
   const p = project();
   let h: RunningHost;
-  let seen: Seen[] = [];
+  const seen = seenReports<Seen>(() => h.cell("seen"));
+  const { forTag: seenFor, waitFor: waitSeen, since: seenSince, mark: seenMark } = seen;
 
   beforeAll(async () => {
     const main = p.write({
@@ -83,27 +84,6 @@ retry_delay = 20
     await h?.close();
     p.remove();
   });
-
-  async function seenFor(tag: string): Promise<Seen[]> {
-    return (await seenSince(0)).filter((s) => s.body?.tag === tag);
-  }
-
-  async function waitSeen(tag: string, count: number): Promise<Seen[]> {
-    return eventually(async () => {
-      const got = await seenFor(tag);
-      return got.length >= count ? got : undefined;
-    }, `${count} deliveries of "${tag}"`);
-  }
-
-  /** Every report the seen queue has received from `mark` (an earlier seenMark()) on. */
-  async function seenSince(mark: number): Promise<Seen[]> {
-    seen = seen.concat((await drainJson(await h.cell("seen"))) as Seen[]);
-    return seen.slice(mark);
-  }
-
-  async function seenMark(): Promise<number> {
-    return (await seenSince(0)).length;
-  }
 
   async function send(body: unknown, options?: unknown, binding = "JOBS"): Promise<void> {
     const res = await h.fetch("/send", { method: "POST", body: JSON.stringify({ body, options, binding }) });

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ManualClock } from "@celld/queue-cell";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { drainJson, eventually, project, runHost, tidyAfterEach, type RunningHost } from "./host-harness.ts";
+import { drainJson, eventually, project, runHost, seenReports, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
 // What real queue() handlers do that tidy ones do not, run through workerd as Cloudflare runs
 // them. workerd records the calls; celld settles them (docs/batching-and-retries.md).
@@ -33,7 +33,8 @@ const queueOnlyWorker = `export default {
 describe("odd queue() handlers", () => {
   const p = project();
   let h: RunningHost;
-  let seen: Seen[] = [];
+  const seen = seenReports<Seen>(() => h.cell("seen"));
+  const { forTag: seenFor, waitFor: waitSeen } = seen;
 
   beforeAll(async () => {
     const main = p.write({
@@ -83,18 +84,6 @@ queues.consumers = [{ queue = "other", max_batch_timeout = 0 }, { queue = "big",
     await h?.close();
     p.remove();
   });
-
-  async function seenFor(tag: string): Promise<Seen[]> {
-    seen = seen.concat((await drainJson(await h.cell("seen"))) as Seen[]);
-    return seen.filter((s) => s.body?.tag === tag);
-  }
-
-  async function waitSeen(tag: string, count: number): Promise<Seen[]> {
-    return eventually(async () => {
-      const got = await seenFor(tag);
-      return got.length >= count ? got : undefined;
-    }, `${count} deliveries of "${tag}"`);
-  }
 
   async function send(body: unknown, binding = "JOBS"): Promise<void> {
     const res = await h.fetch("/send", { method: "POST", body: JSON.stringify({ body, binding }) });
@@ -259,8 +248,7 @@ queues.consumers = [{ queue = "other", max_batch_timeout = 0 }, { queue = "big",
     await empty("big");
     const reports = h.batches.filter((b) => b.queue === "big");
     expect(reports).toEqual([{ queue: "big", size: 100, acked: 100, retried: 0, deadLettered: 0, outcome: "ok" }]);
-    await seenFor("none: drains the reports");
-    const got = seen.filter((s) => s.queue === "big");
+    const got = (await seen.since(0)).filter((s) => s.queue === "big");
     expect(got).toHaveLength(100);
     expect(new Set(got.map((s) => JSON.stringify(s.body)))).toEqual(new Set([JSON.stringify({ length: 127_998, allX: true })]));
   });
