@@ -1,9 +1,9 @@
+import { constants } from "node:os";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
-import { constants } from "node:os";
 import { consoleHostLog, watchOutputStreams } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import { checkPortFree } from "../host/port-check.ts";
@@ -87,7 +87,8 @@ export async function dev(args: DevArgs): Promise<number> {
       apiKeys?.close();
       await host.close();
       // The API's own files, damaged, unreadable or a newer celld's, are the operator's to fix as
-      // a queue's are: one line naming the file and the cause. (A port in use is not SQLite's, and is thrown.)
+      // a queue's are: one line naming the file and the cause. (A port in use is not SQLite's,
+      // and is thrown.)
       if (!(error instanceof Database.SqliteError) && storageCause(error).cause !== "newer-format") throw error;
       console.error(`celld: ${new DataDirUnusableError(args.dataDir, opening, error).message}`);
       return 1;
