@@ -3,7 +3,7 @@ import type Database from "better-sqlite3";
 /**
  * When a queue's file is rewritten without its free pages. SQLite keeps the pages of deleted rows
  * for reuse and never gives them back on its own: a queue that once held a backlog of 1,000,000
- * messages kept its 200 MB file after every message was acked, until it was deleted.
+ * messages of 75 bytes kept its 93 MB file after every message was acked, until it was deleted.
  */
 export interface CompactionBounds {
   /** Free space in the file from which giving it back is worth a rewrite. */
@@ -33,9 +33,8 @@ export type CompactionOutcome = "compacted" | "little free" | "much in use";
 
 /**
  * Rewrites the database without its free pages (VACUUM) when at least `freeBytesMin` is free and
- * at most `liveBytesMax` in use. Outside
- * any transaction. The rewrite is one commit to the log, like any other: a crash before it is on
- * disk leaves the file as it was. The file shrinks only when a checkpoint copies that commit in
+ * at most `liveBytesMax` in use; outside any transaction. The rewrite is one commit to the log,
+ * like any other: a crash before it is on disk leaves the file as it was. The file shrinks only when a checkpoint copies that commit in
  * (SQLite truncates the file to the new page count then), which the caller starts.
  *
  * The messages' seq is their INTEGER PRIMARY KEY and the other tables are WITHOUT ROWID, so

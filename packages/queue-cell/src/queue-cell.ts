@@ -945,8 +945,9 @@ export class QueueCell {
     try {
       return new SqliteCellStore(path, {
         durability,
-        // The store's own background work is the checkpoint, tried again after the next flush unless
-        // its flush failed: then the store takes no more writes (its `failed`, the error told here).
+        // The store's own background work: the checkpoint, tried again after the next flush unless
+        // its flush failed (then the store takes no more writes: its `failed`, the error told
+        // here); and the compaction of a mostly free file, which loses nothing when it fails.
         onBackgroundError: (error, work) =>
           work === "compaction"
             ? this.backgroundFailed("giving its file's free space back", "tried again later", error)
