@@ -16,12 +16,6 @@ export interface CompactionBounds {
   liveBytesMax: number;
 }
 
-export const compactionBoundsDefault: CompactionBounds = {
-  // The size the log itself is allowed to keep (checkpointWalBytes): less is not worth a rewrite.
-  freeBytesMin: 16 * 1024 * 1024,
-  liveBytesMax: 1024 * 1024,
-};
-
 interface PageCounts {
   page_size: number;
   page_count: number;

@@ -57,12 +57,7 @@ import { CheckpointFlushError, WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type LostFlush, type SyncFile } from "./wal-sync.ts";
 import { FileIdentity } from "./file-identity.ts";
-import {
-  compactIfMostlyFree,
-  compactionBoundsDefault,
-  type CompactionBounds,
-  type CompactionOutcome,
-} from "./file-compaction.ts";
+import { compactIfMostlyFree, type CompactionBounds, type CompactionOutcome } from "./file-compaction.ts";
 
 /**
  * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
@@ -87,7 +82,7 @@ export interface SqliteStoreOptions {
    * thread; tests stand in for it to make a copy's flush fail).
    */
   copyLog?: (path: string) => Promise<void>;
-  /** With `full`: when the file is rewritten without its free pages (compactionBoundsDefault). */
+  /** With `full`: when the file is rewritten without its free pages (compactionDefault). */
   compaction?: CompactionBounds;
 }
 
@@ -105,6 +100,11 @@ const checkpointWalBytesDefault = 16 * 1024 * 1024;
  * 16 MiB of log left under 1 MiB, so a second is rare.
  */
 const backgroundCopiesMax = 4;
+/**
+ * A file is rewritten once as much of it is free as its log may keep (less is not worth a
+ * rewrite), and while at most 1 MiB is in use (about 10 ms of VACUUM; see CompactionBounds).
+ */
+const compactionDefault: CompactionBounds = { freeBytesMin: checkpointWalBytesDefault, liveBytesMax: 1024 * 1024 };
 /**
  * A look at the file's free space once this many messages have left since the last, and once a
  * backlog of at least compactLookAfterBacklogMessages is gone: a smaller one (at most 12.8 MB) cannot
@@ -189,7 +189,7 @@ export class SqliteCellStore implements CellStore {
     options: SqliteStoreOptions = {},
   ) {
     this.copyLog = options.copyLog ?? ((file) => WalCheckpointer.get().checkpoint(file));
-    this.compaction = options.compaction ?? compactionBoundsDefault;
+    this.compaction = options.compaction ?? compactionDefault;
     try {
       this.db = new Database(path);
     } catch (error) {
