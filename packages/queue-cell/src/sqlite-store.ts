@@ -326,10 +326,15 @@ export class SqliteCellStore implements CellStore {
       this.oldestBacklog = savedOldest;
       this.packs = savedPacks;
       this.mayHaveDelayed = true;
-      const failure = storageError(error);
-      if (isDamage(error)) this.damaged ??= failure as CellError;
-      throw failure;
+      throw this.writeFailed(error);
     }
+  }
+
+  /** A write that failed, as ERR_STORAGE; one that found the file damaged stops writes for good. */
+  private writeFailed(error: unknown, doing?: string): unknown {
+    const failure = storageError(error, doing);
+    if (isDamage(error)) this.damaged ??= failure as CellError;
+    return failure;
   }
 
   insert(rows: readonly NewMessage[], options: { skipKnownIds?: boolean } = {}): string[] {
@@ -870,9 +875,7 @@ export class SqliteCellStore implements CellStore {
     } catch (error) {
       // Nothing is lost: a VACUUM that failed (a full disk) rolled back. Tried again after the next
       // checkpoint, or once more messages have left.
-      const failure = storageError(error, "giving its file's free space back");
-      if (isDamage(error)) this.damaged ??= failure as CellError;
-      this.onBackgroundError(failure, "compaction");
+      this.onBackgroundError(this.writeFailed(error, "giving its file's free space back"), "compaction");
       return;
     }
     // What the backlog holds may be all that is in the way; with none left, it is dead letters.
