@@ -843,12 +843,17 @@ export class SqliteCellStore implements CellStore {
     }
   }
 
+  /** Messages still to be consumed: ready (delayed too), leased, or on their way to a dead-letter queue. */
+  private backlogMessages(): number {
+    return this.counts.ready + this.counts.leased + this.counts.moving;
+  }
+
   /** After each successful flush, with no flush running and no transaction open. */
   private afterFlush(): void {
     this.checkpointIfLarge();
     // Pages are freed only as messages leave: look once many have, or once a backlog of some size
     // is gone altogether (the usual end of a drain, when the most is free and the least in use).
-    const backlog = this.counts.ready + this.counts.leased + this.counts.moving;
+    const backlog = this.backlogMessages();
     const held = backlog + this.counts.dead;
     if (held > this.heldPeak) this.heldPeak = held;
     const left = this.heldPeak - held;
@@ -867,7 +872,7 @@ export class SqliteCellStore implements CellStore {
     if (!this.db.open || this.db.inTransaction || this.backgroundCheckpoint !== undefined) return;
     if (this.failed !== undefined) return;
     this.compactionWanted = false;
-    const backlog = this.counts.ready + this.counts.leased + this.counts.moving;
+    const backlog = this.backlogMessages();
     this.heldPeak = backlog + this.counts.dead;
     let outcome: CompactionOutcome;
     try {
