@@ -452,6 +452,32 @@ describe("malformed input: a 400 whose JSON names the field", () => {
     });
   }
 
+  it("a member given twice anywhere in a control body is refused, naming it, and nothing is touched", async () => {
+    const h = await apiHarness();
+    const keepers = await withKeepers(h);
+    const ref = '{"id":"01KDVDNA000000000000000000","lease_generation":1';
+    const cases: Array<[string, string, string, string]> = [
+      // [method, route suffix, raw body, field]
+      ["POST", ":ack", `{"messages":[${ref},"lease_generation":2}]}`, "messages[0].lease_generation"],
+      ["POST", ":nack", `{"messages":[${ref}}],"delay":0,"delay":3600}`, "delay"],
+      ["POST", ":lease", '{"max_messages":1,"max\\u005fmessages":100}', "max_messages"],
+      ["PATCH", "", '{"max_deliveries":1,"max_deliveries":2}', "max_deliveries"],
+      ["POST", ":purge", '{"scope":"dead","scope":"all"}', "scope"],
+    ];
+    for (const [method, suffix, raw, field] of cases) {
+      const res = await h.call(method, `${keepers.path}${suffix}`, { raw, headers: { "content-type": "application/json" } });
+      expect(res.status, `${suffix} ${raw}`).toBe(400);
+      expect(res.json.error).toEqual({
+        code: "invalid_argument",
+        message: `${field} is given twice; a member's name must be unique in its object`,
+        field,
+        bound: "one member of each name",
+      });
+    }
+    expect((await h.call("GET", keepers.path)).json.max_deliveries).toBe(limits.maxDeliveriesDefault);
+    await keepers.check();
+  });
+
   it("malformed JSON, invalid UTF-8 and a protobuf body on a JSON-only route", async () => {
     const h = await apiHarness();
     const keepers = await withKeepers(h);

@@ -130,7 +130,9 @@ function binaryPayload(contentType: string | undefined, body: Uint8Array): Paylo
   if (isJsonMediaType(contentType)) {
     const text = utf8Body(utf8Json, body, contentType);
     // A sender that meant text or bytes learns why the body was read as JSON at all.
-    parseJsonText(text, "the request body", "", `, which its Content-Type "${mediaEssence(contentType)}" says it is (in binary mode the body is the event's data)`);
+    parseJsonText(text, "the request body", {
+      why: `, which its Content-Type "${mediaEssence(contentType)}" says it is (in binary mode the body is the event's data)`,
+    });
     return { kind: "json", text: compactJsonText(text) };
   }
   if (isUtf8Text(contentType)) return { kind: "text", text: utf8Body(utf8, body, contentType) };

@@ -124,7 +124,7 @@ export function eventFromProto(pb: PbCloudEvent, field: string): EventEnvelope {
   const contentType = attributes["datacontenttype"];
   if (typeof contentType === "string" && isJsonMediaType(contentType)) {
     // Kept as sent, once it is known to be JSON a Worker's queue() can parse.
-    parseJsonText(data.text, `${field}.text_data`, `${field}.text_data`);
+    parseJsonText(data.text, `${field}.text_data`, { field: `${field}.text_data` });
     return { attributes, payload: { kind: "json", text: data.text } };
   }
   return { attributes, payload: { kind: "text", text: data.text } };

@@ -9,16 +9,29 @@ interface Frame {
   items: number;
   /** The current member's name (objects). */
   key: string;
+  /** Names seen in this object, when members must be unique. */
+  names?: Set<string>;
+}
+
+/** The refusal of a member given twice: JSON.parse would silently keep the last. */
+export function duplicateMemberError(path: string): ApiError {
+  return new ApiError("invalid_argument", `${path} is given twice; a member's name must be unique in its object`, {
+    field: path,
+    bound: "one member of each name",
+  });
 }
 
 /**
  * Checks nesting depth, array lengths and object members before JSON.parse builds anything, so a
  * hostile body costs one linear pass and no allocation. The error names the path where the bound
  * was broken. Syntax is left to JSON.parse; this pass only needs to find brackets outside strings.
+ * With `uniqueMembers`, a name given twice in any object is refused too: for bodies that hold no
+ * sender's data of their own (an ack, a queue's settings), where the second `"delay"` or
+ * `"max_retries"` cannot have been meant alongside the first.
  */
 export function checkJsonShape(
   text: string,
-  limits: { depthMax: number; arrayItemsMax: number; objectMembersMax: number },
+  limits: { depthMax: number; arrayItemsMax: number; objectMembersMax: number; uniqueMembers?: boolean },
   prefix = "",
 ): void {
   const stack: Frame[] = [];
@@ -36,6 +49,10 @@ export function checkJsonShape(
         top.key = decodeKey(text.slice(i, end + 1));
         expectKey = false;
         countMember(stack, limits.objectMembersMax, prefix);
+        if (top.names !== undefined) {
+          if (top.names.has(top.key)) throw duplicateMemberError(joinPath(prefix, pathOf(stack)));
+          top.names.add(top.key);
+        }
       } else if (top?.array === true) {
         countItem(stack, limits.arrayItemsMax, prefix);
       }
@@ -50,7 +67,7 @@ export function checkJsonShape(
           { field: path || undefined, bound: `at most ${limits.depthMax} levels of nesting` },
         );
       }
-      stack.push({ array: c === 0x5b, items: 0, key: "" });
+      stack.push(c === 0x7b && limits.uniqueMembers === true ? { array: false, items: 0, key: "", names: new Set() } : { array: c === 0x5b, items: 0, key: "" });
       expectKey = c === 0x7b;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       stack.pop();
@@ -64,11 +81,20 @@ export function checkJsonShape(
   }
 }
 
+/** How parseJsonText names what it reads, and whether it refuses a member given twice (checkJsonShape). */
+export interface JsonTextOptions {
+  /** The field the text sits in, for error paths; "" for a whole body. */
+  field?: string;
+  /** Said after the refusal's words: what made it JSON, where the sender chose that (a Content-Type). */
+  why?: string;
+  uniqueMembers?: boolean;
+}
+
 /**
  * UTF-8 bytes to a value, refusing invalid UTF-8, too-deep nesting, too-long arrays and bad JSON.
  * The text comes back too: a send keeps each event's data as written (json-source.ts).
  */
-export function parseJsonBody(bytes: Uint8Array): { value: unknown; text: string } {
+export function parseJsonBody(bytes: Uint8Array, options: { uniqueMembers?: boolean } = {}): { value: unknown; text: string } {
   if (bytes.byteLength === 0) return { value: {}, text: "{}" };
   let text: string;
   try {
@@ -76,17 +102,19 @@ export function parseJsonBody(bytes: Uint8Array): { value: unknown; text: string
   } catch {
     throw new ApiError("malformed_body", "the request body is not valid UTF-8");
   }
-  return { value: parseJsonText(text, "the request body"), text };
+  return { value: parseJsonText(text, "the request body", options), text };
 }
 
-/**
- * A JSON document held in a string (a protobuf text_data with a JSON content type). `why`, after
- * the refusal's words, says what made it JSON where the sender chose that (a Content-Type).
- */
-export function parseJsonText(text: string, what: string, field = "", why = ""): unknown {
+/** A JSON document held in a string: a request's body, or a protobuf text_data with a JSON content type. */
+export function parseJsonText(text: string, what: string, { field = "", why = "", uniqueMembers = false }: JsonTextOptions = {}): unknown {
   checkJsonShape(
     text,
-    { depthMax: apiLimits.jsonDepthMax, arrayItemsMax: apiLimits.jsonArrayItemsMax, objectMembersMax: apiLimits.jsonObjectMembersMax },
+    {
+      depthMax: apiLimits.jsonDepthMax,
+      arrayItemsMax: apiLimits.jsonArrayItemsMax,
+      objectMembersMax: apiLimits.jsonObjectMembersMax,
+      uniqueMembers,
+    },
     field,
   );
   try {

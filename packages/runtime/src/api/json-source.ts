@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { ApiError } from "./errors.ts";
 import { fieldPath } from "./fields.ts";
-import { decodeKey, stringEnd } from "./json-body.ts";
+import { decodeKey, duplicateMemberError, stringEnd } from "./json-body.ts";
 
 /**
  * An event's JSON `data` as its sender wrote it. JSON.parse reads every number as a double, so a
@@ -85,13 +84,7 @@ function eachMember(text: string, start: number, field: string, visit: (key: str
     // Keys are almost never escaped; only an escaped one is worth decoding.
     const raw = text.slice(i + 1, keyEnd);
     const key = raw.includes("\\") ? decodeKey(text.slice(i, keyEnd + 1)) : raw;
-    if (seen.has(key)) {
-      const path = fieldPath(field, key);
-      throw new ApiError("invalid_argument", `${path} is given twice; a member's name must be unique in its object`, {
-        field: path,
-        bound: "one member of each name",
-      });
-    }
+    if (seen.has(key)) throw duplicateMemberError(fieldPath(field, key));
     seen.add(key);
     const colon = skipSpace(text, keyEnd + 1);
     i = skipSpace(text, visit(key, skipSpace(text, colon + 1)));

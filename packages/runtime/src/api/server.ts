@@ -202,7 +202,8 @@ async function handle(
       bodyRead = true;
       if (inFormat === "protobuf") body = decodeBody(route.protobuf!, bytes);
       else if (inFormat === "cloudevents-binary") body = bytes;
-      else ({ value: body, text: bodyText } = parseJsonBody(bytes));
+      // A send's events are checked for names given twice by json-source.ts, outside their data.
+      else ({ value: body, text: bodyText } = parseJsonBody(bytes, { uniqueMembers: route.body === "control" }));
     }
     // Before the call does anything: no message is leased for an answer there is no room for.
     if (route.largeAnswer !== undefined) answers.checkRoom();
