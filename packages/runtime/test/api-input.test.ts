@@ -323,6 +323,33 @@ async function writeAllThenRead(url: string, head: string, body: Uint8Array): Pr
   });
 }
 
+/**
+ * Writes a request's head only, and reads what comes back until a final answer (not a 100) has
+ * arrived whole; `body` is written once the server says `100 Continue`.
+ */
+async function firstAnswer(url: string, head: string, body?: string): Promise<string> {
+  const { port, hostname } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let text = "";
+    const socket = connect(Number(port), hostname, () => socket.write(head));
+    socket.on("data", (d) => {
+      text += d.toString();
+      if (body !== undefined && text.startsWith("HTTP/1.1 100 Continue\r\n\r\n") && !text.includes("\r\n\r\nHTTP/1.1 ")) {
+        socket.write(body);
+        body = undefined;
+      }
+      const final = text.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "");
+      const headEnd = final.indexOf("\r\n\r\n");
+      const length = /content-length: (\d+)/i.exec(final)?.[1];
+      if (headEnd >= 0 && length !== undefined && final.length >= headEnd + 4 + Number(length)) {
+        socket.destroy();
+        resolve(text);
+      }
+    });
+    socket.on("error", reject);
+  });
+}
+
 /** The JSON body of a raw answer. */
 function answerJson(text: string): unknown {
   return JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
@@ -347,6 +374,25 @@ describe("a refused body is read and dropped, so the answer reaches a client tha
     expect(unauthenticated.text.startsWith("HTTP/1.1 401")).toBe(true);
     expect(answerJson(unauthenticated.text)).toMatchObject({ error: { code: "unauthenticated" } });
     expect((await h.call("GET", h.queuePath("jobs"))).json.counts.ready).toBe(0);
+  });
+
+  it("Expect: 100-continue: a call refused for its size or key is answered before the body is asked for", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const url = `${h.server.url}${h.queuePath("jobs")}:send`;
+    const body = JSON.stringify({ events: [event("a", { v: 1 })] });
+    const head = (auth: string, length: number) =>
+      `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    const bearer = `Authorization: Bearer ${h.defaultKey}\r\n`;
+    const oversize = await firstAnswer(url, head(bearer, apiLimits.sendBodyBytesMax + 1));
+    expect(oversize.split("\r\n")[0]).toBe("HTTP/1.1 413 Payload Too Large");
+    const unauthenticated = await firstAnswer(url, head("", body.length));
+    expect(unauthenticated.split("\r\n")[0]).toBe("HTTP/1.1 401 Unauthorized");
+    // Accepted: 100 Continue, then the body, then the answer.
+    const accepted = await firstAnswer(url, head(bearer, body.length), body);
+    expect(accepted.split("\r\n")[0]).toBe("HTTP/1.1 100 Continue");
+    expect(accepted).toContain("HTTP/1.1 200 OK");
+    expect((await h.call("GET", h.queuePath("jobs"))).json.counts.ready).toBe(1);
   });
 
   it("a body declared past the drain bound is not waited for: 413 and the connection closed at once", async () => {

@@ -14,14 +14,31 @@ export type WireFormat = "json" | "protobuf";
 /** A request body's format: the API's own, or one of the CloudEvents HTTP binding's modes (cloudevents-http.ts). */
 export type RequestFormat = WireFormat | "cloudevents-structured" | "cloudevents-batch" | "cloudevents-binary";
 
+/** A declared length over the cap, refused before a byte of the body is read. */
+export function checkDeclaredLength(req: IncomingMessage, capBytes: number): void {
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > capBytes) throw tooLarge(capBytes);
+}
+
+/**
+ * Whether the client waits for `100 Continue` before sending its body. Node hands such a request
+ * to the server's "checkContinue" listener, and sends nothing until told to.
+ */
+export function expectsContinue(req: IncomingMessage): boolean {
+  return req.headers.expect?.toLowerCase() === "100-continue";
+}
+
 /**
  * Reads a request body of at most `capBytes`. A declared length over the cap is refused before a
  * byte is read; a chunked body is refused as soon as it passes the cap, and the rest is read
  * only to be dropped (writeErrorAndClose).
  */
 export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer> {
-  const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > capBytes) return Promise.reject(tooLarge(capBytes));
+  try {
+    checkDeclaredLength(req, capBytes);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;

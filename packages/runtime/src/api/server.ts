@@ -11,7 +11,9 @@ import { answerParserErrors } from "./parser-errors.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import {
   checkContentEncoding,
+  checkDeclaredLength,
   delivered,
+  expectsContinue,
   jsonAnswer,
   protobufAnswer,
   readBody,
@@ -112,6 +114,11 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
   const storageLog = new StorageFailureLog(clock, options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)));
 
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
+    inflight.add(handling);
+    void handling.finally(() => inflight.delete(handling));
+  };
   const server = createServer(
     {
       headersTimeout: timeouts.headersMs,
@@ -120,12 +127,11 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       connectionsCheckingInterval: timeouts.checkIntervalMs,
       maxHeaderSize: apiLimits.headerBytesMax,
     },
-    (req, res) => {
-      const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
-      inflight.add(handling);
-      void handling.finally(() => inflight.delete(handling));
-    },
+    onRequest,
   );
+  // Node answers `Expect: 100-continue` itself unless listened for, before the request's key or
+  // size is looked at: a client would then upload a body only to be told 401 or 413.
+  server.on("checkContinue", onRequest);
   // With no listener for "timeout", Node destroys the socket: the answer it held is dropped, and a
   // lease's afterWrite hands back the messages it carried.
   server.setTimeout(timeouts.socketIdleMs);
@@ -198,6 +204,11 @@ async function handle(
     let body: unknown;
     let bodyText: string | undefined;
     if (route.body !== "none") {
+      if (expectsContinue(req)) {
+        // Everything that could refuse the call before its body has: only now is it asked for.
+        checkDeclaredLength(req, bodyCaps[route.body]);
+        res.writeContinue();
+      }
       const bytes = await readBody(req, bodyCaps[route.body]);
       bodyRead = true;
       if (inFormat === "protobuf") body = decodeBody(route.protobuf!, bytes);
