@@ -503,13 +503,17 @@ export class QueueCell {
     let endMs: number | undefined;
     let replayed = 0;
     for (;;) {
-      const slice = await this.loop.submit((nowMs) => {
-        endMs ??= Math.min(toMs, nowMs + 1);
-        const heads = this.store.deadInRange(fromMs, endMs, bulkSliceRows);
-        for (const head of heads) this.store.resetToReady(head, nowMs);
-        if (heads.length > 0) this.readyChanged = true;
-        return heads.length;
-      });
+      const slice = await this.loop
+        .submit((nowMs) => {
+          endMs ??= Math.min(toMs, nowMs + 1);
+          const heads = this.store.deadInRange(fromMs, endMs, bulkSliceRows);
+          for (const head of heads) this.store.resetToReady(head, nowMs);
+          if (heads.length > 0) this.readyChanged = true;
+          return heads.length;
+        })
+        .catch((error: unknown) => {
+          throw this.slicedCallFailed(error, replayed, "replayed", "only what is still dead is replayed again");
+        });
       replayed += slice;
       if (slice < bulkSliceRows) return { replayed };
     }
@@ -527,10 +531,14 @@ export class QueueCell {
     let seqAtMost: number | undefined;
     let purged = 0;
     for (;;) {
-      const slice = await this.loop.submit(() => {
-        seqAtMost ??= this.store.seqHighWater();
-        return this.store.purge(states, { rows: bulkSliceRows, seqAtMost });
-      });
+      const slice = await this.loop
+        .submit(() => {
+          seqAtMost ??= this.store.seqHighWater();
+          return this.store.purge(states, { rows: bulkSliceRows, seqAtMost });
+        })
+        .catch((error: unknown) => {
+          throw this.slicedCallFailed(error, purged, "deleted", "it deletes what is left");
+        });
       if (slice === 0) return { purged };
       purged += slice;
     }
@@ -974,6 +982,19 @@ export class QueueCell {
     // the database file). The store is not there yet when opening it failed.
     if (step === "flush" || (this.store as CellStore | undefined)?.failed !== undefined) this.writesStopped = true;
     return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped }, this.file);
+  }
+
+  /**
+   * A replay's or purge's failure in a slice after the first: the slices before it stay done, so
+   * the usual "nothing of this call was written" would be wrong. A failed flush says already that
+   * the call may have taken effect.
+   */
+  private slicedCallFailed(error: unknown, doneMessages: number, done: string, repeat: string): unknown {
+    if (doneMessages === 0 || !isCellError(error, "ERR_STORAGE") || error.storage?.mayHaveTakenEffect !== false) return error;
+    const words =
+      `${doneMessages} messages were ${done} before it failed (in groups of at most ${bulkSliceRows} rows, each committed on its own), ` +
+      `and stay ${done}; repeating the call is safe: ${repeat}`;
+    return callStorageError(error.cause, this.name, { mayHaveTakenEffect: true, writesStopped: this.writesStopped }, this.file, words);
   }
 
   /**

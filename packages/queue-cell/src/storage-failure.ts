@@ -60,14 +60,16 @@ export function callStorageError(
   queue: string,
   state: { mayHaveTakenEffect: boolean; writesStopped: boolean },
   file?: string,
+  /** What the groups committed before the one that failed did, for a call done in several (a purge). */
+  partlyDone?: string,
 ): unknown {
   if (!isCellError(error, "ERR_STORAGE") || error.storage !== undefined) return error;
   const { cause, detail } = storageCause(error);
   // A failed flush's own words already say the call may have taken effect and that a restart is
   // needed (WalSync); a failed commit's say only what failed.
   let message = error.message;
-  if (!state.mayHaveTakenEffect) {
-    message += "; nothing of this call was written";
+  if (partlyDone !== undefined || !state.mayHaveTakenEffect) {
+    message += partlyDone === undefined ? "; nothing of this call was written" : `; ${partlyDone}`;
     // The transaction rolled back and the next may find room: nothing in the cell holds writes
     // back once the disk has space again (docs/message-life.md says how much it needs).
     if (!state.writesStopped && cause === "disk-full") message += ", and writes resume by themselves once the disk has free space";

@@ -79,6 +79,8 @@ export function cellHarness(options: Partial<QueueCellOptions> = {}) {
 export class ObservedStore {
   transactions = 0;
   failNext = false;
+  /** The number of the transaction (counted from 1, as `transactions`) to fail as failNext does. */
+  failAt: number | undefined;
   /** Every transaction fails as SQLite's does on a full disk, after its writes (rolled back). */
   diskFull = false;
   constructor(readonly inner: CellStore) {}
@@ -90,7 +92,7 @@ export class ObservedStore {
             this.transactions += 1;
             return target.transaction(() => {
               const result = fn();
-              if (this.failNext) {
+              if (this.failNext || this.transactions === this.failAt) {
                 this.failNext = false;
                 throw new Database.SqliteError("disk I/O error (injected)", "SQLITE_IOERR");
               }

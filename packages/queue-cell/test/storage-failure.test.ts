@@ -8,7 +8,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, test } from "vitest";
 import { CellError, ManualClock, QueueCell, SqliteCellStore, storageCause } from "../src/index.ts";
-import { heldSync, ObservedStore, sqliteStore, text } from "./cell-harness.ts";
+import { heldSync, ObservedStore, settle, sqliteStore, text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
 
 const rejection = (p: Promise<unknown>): Promise<CellError> => p.then(
@@ -265,4 +265,48 @@ test("a file that holds another queue (copied under this queue's name) is refuse
   );
   expect((error as CellError).storage).toMatchObject({ queue: "orders", file: orders, cause: "misplaced" });
   expect(readFileSync(orders).equals(before)).toBe(true);
+});
+
+describe("a purge or a replay that fails after its first group", () => {
+  /** One row a message: more rows than one group of a purge or replay takes (5,000). */
+  async function cellOfRows(rows: number) {
+    const clock = new ManualClock();
+    const observed = new ObservedStore(sqliteStore(tempDir()));
+    const cell = new QueueCell({ name: "jobs", store: observed.wrap(), clock, config: { maxDeliveries: 1 } });
+    for (let sent = 0; sent < rows; sent += 250) {
+      await Promise.all(Array.from({ length: Math.min(250, rows - sent) }, (_, i) => cell.send([text(`m${sent + i}`)])));
+    }
+    return { clock, observed, cell };
+  }
+
+  test("says how many messages its earlier groups did, that they stay done, and that repeating it is safe", async () => {
+    const { observed, cell } = await cellOfRows(5_001);
+    observed.failAt = observed.transactions + 2;
+    const error = await rejection(cell.purge("all"));
+    expect(error.message).toBe(
+      "the queue's storage failed: disk I/O error (injected) (SQLITE_IOERR); 5000 messages were deleted before it failed " +
+        "(in groups of at most 5000 rows, each committed on its own), and stay deleted; repeating the call is safe: it deletes what is left",
+    );
+    expect(error.storage).toMatchObject({ cause: "io-error", mayHaveTakenEffect: true, writesStopped: false });
+    expect(await cell.counts()).toMatchObject({ ready: 1 });
+    expect(await cell.purge("all")).toEqual({ purged: 1 });
+    await cell.close();
+  });
+
+  test("a replay alike; one that fails in its first group wrote nothing and says so", async () => {
+    const { clock, observed, cell } = await cellOfRows(5_001);
+    for (let leased = 0; leased < 5_001; leased += 100) await cell.lease({ max: 100, visibilityTimeoutSeconds: 10 });
+    clock.advance(10_000);
+    await settle();
+    expect(await cell.counts()).toMatchObject({ dead: 5_001 });
+    observed.failNext = true;
+    expect((await rejection(cell.replay())).message).toMatch(/; nothing of this call was written$/);
+    observed.failAt = observed.transactions + 2;
+    const error = await rejection(cell.replay());
+    expect(error.message).toMatch(/; 5000 messages were replayed before it failed .*, and stay replayed; repeating the call is safe: only what is still dead is replayed again$/);
+    expect(error.storage).toMatchObject({ mayHaveTakenEffect: true });
+    expect(await cell.counts()).toMatchObject({ ready: 5_000, dead: 1 });
+    expect(await cell.replay()).toEqual({ replayed: 1 });
+    await cell.close();
+  });
 });
