@@ -3,13 +3,13 @@ import {
   limits,
   systemClock,
   type Clock,
-  type DeadLetterPolicy,
   type LeasedMessage,
   type QueueCell,
   type SettleResult,
 } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
+import { failedFate, type ConsumerFailureLog } from "./consumer-failure-log.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
 
 export interface ConsumerSettings {
@@ -79,6 +79,12 @@ export interface ConsumerDispatcherOptions {
    * dispatcher has a budget of its own of limits.consumerBatchBytesInFlightMax.
    */
   budget?: InFlightBudget;
+  /**
+   * Where a failed batch's line goes, so that a consumer failing every batch is told of once a
+   * window, beside its error (the host's, shared with the handler shim's reports). Without one,
+   * every failed batch has its line.
+   */
+  failures?: ConsumerFailureLog;
 }
 
 // A lease outlives the batch window and the wall time, so only a crashed host lets it run out;
@@ -120,6 +126,7 @@ export class ConsumerDispatcher {
   private readonly leaseOwner: number;
   private readonly visibilitySeconds: number;
   private readonly budget: InFlightBudget;
+  private readonly failures: ConsumerFailureLog | undefined;
   private running = false;
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
@@ -150,6 +157,7 @@ export class ConsumerDispatcher {
     this.onBatch = options.onBatch;
     this.leaseOwner = options.leaseOwner ?? 0;
     this.budget = options.budget ?? new InFlightBudget(limits.consumerBatchBytesInFlightMax);
+    this.failures = options.failures;
     this.visibilitySeconds = Math.min(
       limits.visibilityTimeoutSecondsMax,
       Math.ceil(this.settings.maxBatchTimeoutSeconds + this.settings.wallTimeSeconds + leaseSlackSeconds),
@@ -474,7 +482,15 @@ export class ConsumerDispatcher {
       this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome });
       return;
     }
-    const fate = failedFate(batch.length, settled.retried, settled.deadLettered, this.cell.queueConfig.deadLetter);
+    const deadLetter = this.cell.queueConfig.deadLetter;
+    const fate = failedFate(batch.length, settled.retried, settled.deadLettered, deadLetter);
+    const warnFailed = (kind: string, line: string): void => {
+      if (this.failures === undefined) this.log.warn(line);
+      else {
+        const { retried, deadLettered } = settled;
+        this.failures.batchFailed({ queue, tag: batch[0]!.id, kind, line, size: batch.length, retried, deadLettered, deadLetter });
+      }
+    };
     if (result === "failed") {
       this.log.error(
         `queue "${queue}": the queue() handler did not answer (workerd may have ended while it ran) ` +
@@ -482,12 +498,13 @@ export class ConsumerDispatcher {
         failure,
       );
     } else if (result === "wall-time") {
-      this.log.warn(
+      warnFailed(
+        "wall-time",
         `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s ` +
           `and counts as a failed delivery; ${fate}`,
       );
     } else if (typeof result !== "string" && result.outcome !== "ok") {
-      this.log.warn(`queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ${fate}`);
+      warnFailed(result.outcome, `queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ${fate}`);
     }
     this.onBatch?.({
       queue,
@@ -512,24 +529,6 @@ export class ConsumerDispatcher {
 
 function nextBackoffMs(currentMs: number, backoff: { readonly first: number; readonly max: number }): number {
   return currentMs === 0 ? backoff.first : Math.min(backoff.max, currentMs * 2);
-}
-
-/** What became of a failed batch, in words: retried, and gone after their last delivery. */
-function failedFate(size: number, retried: number, deadLettered: number, deadLetter: DeadLetterPolicy): string {
-  const parts = [`${retried} of ${size} message(s) will be retried`];
-  if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and ${whereDeadLettersWent(deadLetter, deadLettered)}`);
-  return parts.join("; ");
-}
-
-function whereDeadLettersWent(deadLetter: DeadLetterPolicy, count: number): string {
-  switch (deadLetter.kind) {
-    case "queue":
-      return `went to the dead-letter queue "${deadLetter.queue}"`;
-    case "delete":
-      return `${count === 1 ? "was" : "were"} deleted (the consumer names no dead_letter_queue)`;
-    case "set":
-      return "went to the queue's dead-letter set";
-  }
 }
 
 function refsOf(batch: readonly LeasedMessage[]): Array<{ id: string; leaseGeneration: number }> {

@@ -10,6 +10,8 @@
  * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
  * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
+import { queueErrorPrefix } from "./queue-error-record.ts";
+
 export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[] }): string {
   const main = JSON.stringify(mainPath);
   return `import * as user from ${main};
@@ -48,6 +50,21 @@ const one = (value) => {
     }
   }
   return String(value);
+};
+// A queue() handler's error goes to the host as one line it reads (queueErrorRecord in
+// queue-error-record.ts), not as the report itself: a consumer failing every batch would print it
+// hundreds of times a second, and only the host, on its own clock, can print the first and count
+// the rest. The batch's first message id lets the host pair the error with the batch's fate.
+const reportQueueError = (batch, about, error) => {
+  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
+  let tag = "";
+  try {
+    tag = String(batch.messages[0].id);
+  } catch {
+    // No messages to name: the host prints the error unpaired.
+  }
+  const queue = String(batch && batch.queue);
+  console.error(${JSON.stringify(queueErrorPrefix)} + JSON.stringify({ queue, tag, text: \`[celld] \${about} threw: \${describe(error)}\` }));
 };
 const reportOnce = (lead, error) => {
   if (!printed.has(error)) report(lead, error);
@@ -111,7 +128,8 @@ const reporting = (h, run) =>
     try {
       return await run(this, args);
     } catch (error) {
-      report(\`\${invocation.about()} threw\`, error);
+      if (h === "queue") reportQueueError(args[0], invocation.about(), error);
+      else report(\`\${invocation.about()} threw\`, error);
       throw error;
     } finally {
       invocation.settle();

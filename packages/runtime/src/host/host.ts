@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { CellRegistry, isCellError, limits, systemClock, type Clock, type Durability } from "@celld/queue-cell";
-import type { BatchReport } from "@celld/bindings";
+import { ConsumerFailureLog, type BatchReport } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -16,6 +16,7 @@ import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim, noDefaultExportWarning } from "./handler-error-shim.ts";
 import { openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
+import { queueErrorRecord } from "./queue-error-record.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
 import { RuntimeStartError, StartBlame, isRuntimeFailure } from "./runtime-start.ts";
@@ -107,7 +108,13 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw dataDirUnusable(options.dataDir, "creating its cells directory", error);
   }
+  // A consumer failing every batch is told of once a window: its error from the handler shim
+  // (through workerd's output, below) and its batches' fate from the dispatchers.
+  // The shim's reports are printed as workerd's other lines are, once that path is set up below.
+  let showReport: (text: string) => void = () => undefined;
+  const failures = new ConsumerFailureLog(clock, { report: (text) => showReport(text), warn: (message) => log.warn(message) });
   const queues = new QueuesPlugin({
+    failures,
     deployment: options.deployment,
     registry,
     clock,
@@ -163,11 +170,21 @@ export async function startHost(options: HostOptions): Promise<Host> {
       for (const plugin of plugins) plugin.runtimeExited?.();
       options.onRuntimeExit?.();
     };
-    const forward = (line: string, stream: "stdout" | "stderr") => {
-      if (stream === "stderr") blame?.read(line);
+    const show = (line: string, stream: "stdout" | "stderr") => {
       if (!output.shows(line, stream)) return;
       const shown = positions.rewrite(line);
       if (shown !== undefined) log.runtime(shown, stream);
+    };
+    showReport = (text) => {
+      for (const line of text.split("\n")) show(line, "stderr");
+    };
+    const forward = (line: string, stream: "stdout" | "stderr") => {
+      if (stream === "stderr") {
+        blame?.read(line);
+        const record = queueErrorRecord(line);
+        if (record !== undefined) return failures.handlerThrew(record.queue, record.tag, record.text);
+      }
+      show(line, stream);
     };
     setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
     const workerdBefore = workerdChildren();
@@ -206,6 +223,9 @@ export async function startHost(options: HostOptions): Promise<Host> {
         running = false;
         for (const plugin of plugins) await plugin.stop(graceMs);
         await mf.dispose();
+        // workerd's last lines may still be in the pipe; what they report belongs in the summaries.
+        await Promise.race([stderrRead, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+        failures.flush();
         guard?.stop();
         for (const plugin of plugins) await plugin.dispose();
         await registry.closeAll();

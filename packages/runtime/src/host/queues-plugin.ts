@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { ConsumerDispatcher, InFlightBudget, nodeProducerHandler, type BatchReport } from "@celld/bindings";
+import { ConsumerDispatcher, InFlightBudget, type ConsumerFailureLog, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -32,6 +32,8 @@ export interface QueuesPluginOptions {
   /** The host's data directory (locked by it): the producer and dispatch sockets go in its `run/`. */
   dataDir?: string;
   onBatch?: (report: BatchReport) => void;
+  /** Where failed batches are told of, shared with the handler shim's reports (see host.ts). */
+  failures?: ConsumerFailureLog;
 }
 
 /** What the host's consumers record on their leases (LeaseOptions.owner); the native API's are 0. */
@@ -185,6 +187,7 @@ export class QueuesPlugin implements HostPlugin {
             wallTimeSeconds: this.options.wallTimeSeconds ?? limits.consumerWallTimeSecondsDefault,
           },
           onBatch: this.options.onBatch,
+          ...(this.options.failures === undefined ? {} : { failures: this.options.failures }),
         });
         dispatcher.start();
         this.dispatchers.push(dispatcher);

@@ -1,0 +1,183 @@
+import type { Clock, DeadLetterPolicy } from "@celld/queue-cell";
+
+/**
+ * How long a failure, once printed, is counted instead of printed again. A consumer that fails
+ * every batch fails hundreds of times a second, about three lines each (measured: 125 KB of log a
+ * second at 1,000 messages a second), and journald's rate limit then drops lines, celld's own
+ * warnings among them. A minute keeps such a storm to a few lines a minute while a new error
+ * still shows at once.
+ */
+export const repeatedFailureWindowMs = 60_000;
+
+/**
+ * Batches whose handler's error has been reported and whose fate has not yet come back, at most.
+ * The two travel apart (the error on workerd's stderr, the fate in the dispatch Worker's answer);
+ * an error whose fate never comes (the wall time fired first, workerd died) must not stay for good.
+ */
+export const awaitedFatesMax = 4_096;
+
+/** What became of one failed batch's messages, for the dispatcher's line and for the sums. */
+export interface BatchFate {
+  queue: string;
+  /** The batch's first message id: the shim names the same id with the error it reports. */
+  tag: string;
+  /** Why it failed when no error was reported for it: "exception", "wall-time", "exceededCpu", ... */
+  kind: string;
+  /** The line the dispatcher would print for this batch, said once per window. */
+  line: string;
+  size: number;
+  retried: number;
+  deadLettered: number;
+  deadLetter: DeadLetterPolicy;
+}
+
+interface Window {
+  queue: string;
+  /** What the summary calls the failure: the error's first line, or the outcome. */
+  about: string;
+  endsAtMs: number;
+  cancelTimer: () => void;
+  /** Errors not printed since the one that opened the window. */
+  errorsUnprinted: number;
+  fateShown: boolean;
+  /** Fates not printed: their batches and messages. */
+  batches: number;
+  size: number;
+  retried: number;
+  deadLettered: number;
+  deadLetter: DeadLetterPolicy | undefined;
+}
+
+/**
+ * Bounds what a consumer that keeps failing writes to the log, without hiding what its author
+ * needs. The first failure of each queue and error (its first line and first stack frame) is
+ * printed in full, with the dispatcher's line on what became of its messages; further failures
+ * alike within `windowMs` are counted; when the window ends (on its timer, at the next failure
+ * after it, or at flush()), one line says how many more there were and what became of their
+ * messages. A different error opens a window of its own, so it is printed at once. A Worker's own
+ * console output never comes here.
+ */
+export class ConsumerFailureLog {
+  private readonly windows = new Map<string, Window>();
+  /** A reported error's window, by its batch's tag, until that batch's fate comes. */
+  private readonly awaited = new Map<string, string>();
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly out: {
+      /** The shim's report of a thrown error, as it printed it. */
+      report(text: string): void;
+      warn(message: string): void;
+    },
+    private readonly windowMs = repeatedFailureWindowMs,
+  ) {}
+
+  /** The handler of `queue` threw for the batch `tag`; `text` is the shim's report. */
+  handlerThrew(queue: string, tag: string, text: string): void {
+    const lines = text.split("\n");
+    const firstFrame = lines.find((l) => /^\s+at /.test(l)) ?? "";
+    const key = JSON.stringify([queue, lines[0], firstFrame]);
+    const window = this.current(key);
+    if (window === undefined) {
+      // The summary names the error as thrown, without the report's lead ("[celld] ... threw: ").
+      this.open(key, queue, `threw ${(lines[0] ?? "").replace(/^\[celld\] .*? threw: /, "")}`);
+      this.out.report(text);
+    } else {
+      window.errorsUnprinted += 1;
+    }
+    if (tag === "") return;
+    // Oldest first: what has waited longest is the likeliest never to be answered.
+    if (this.awaited.size >= awaitedFatesMax) this.awaited.delete(this.awaited.keys().next().value!);
+    this.awaited.set(tag, key);
+  }
+
+  /** A batch failed and was settled: its line, or a count in its error's window. */
+  batchFailed(fate: BatchFate): void {
+    const errorKey = this.awaited.get(fate.tag);
+    if (errorKey !== undefined) this.awaited.delete(fate.tag);
+    const key = errorKey ?? JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
+    // An error's window may have closed between the error and its fate: the fate then opens one of
+    // its own, and its line is printed.
+    const window = this.current(key) ?? this.open(key, fate.queue, `failed (${fate.kind})`);
+    if (!window.fateShown) {
+      window.fateShown = true;
+      this.out.warn(fate.line);
+      return;
+    }
+    window.batches += 1;
+    window.size += fate.size;
+    window.retried += fate.retried;
+    window.deadLettered += fate.deadLettered;
+    window.deadLetter = fate.deadLetter;
+  }
+
+  /** Ends every window now, each with its summary (celld is stopping). */
+  flush(): void {
+    for (const key of [...this.windows.keys()]) this.close(key);
+    this.awaited.clear();
+  }
+
+  private current(key: string): Window | undefined {
+    const window = this.windows.get(key);
+    if (window === undefined) return undefined;
+    if (this.clock.now() < window.endsAtMs) return window;
+    // Its timer has not run yet (a busy loop, or a fake clock moved past it).
+    this.close(key);
+    return undefined;
+  }
+
+  private open(key: string, queue: string, about: string): Window {
+    const endsAtMs = this.clock.now() + this.windowMs;
+    const window: Window = {
+      queue,
+      about,
+      endsAtMs,
+      cancelTimer: this.clock.schedule(endsAtMs, () => this.close(key)),
+      errorsUnprinted: 0,
+      fateShown: false,
+      batches: 0,
+      size: 0,
+      retried: 0,
+      deadLettered: 0,
+      deadLetter: undefined,
+    };
+    this.windows.set(key, window);
+    return window;
+  }
+
+  private close(key: string): void {
+    const window = this.windows.get(key);
+    if (window === undefined) return;
+    this.windows.delete(key);
+    window.cancelTimer();
+    if (window.errorsUnprinted === 0 && window.batches === 0) return;
+    const seconds = this.windowMs / 1000;
+    const times = Math.max(window.errorsUnprinted, window.batches);
+    const fate =
+      window.batches === 0 || window.deadLetter === undefined
+        ? ""
+        : `; of their batches' messages, ${failedFate(window.size, window.retried, window.deadLettered, window.deadLetter)}`;
+    this.out.warn(
+      `queue "${window.queue}": the queue() handler ${window.about} ${times} more time(s) within ${seconds} s of the ` +
+        `report above, not printed again${fate}`,
+    );
+  }
+}
+
+/** What became of a failed batch, in words: retried, and gone after their last delivery. */
+export function failedFate(size: number, retried: number, deadLettered: number, deadLetter: DeadLetterPolicy): string {
+  const parts = [`${retried} of ${size} message(s) will be retried`];
+  if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and ${whereDeadLettersWent(deadLetter, deadLettered)}`);
+  return parts.join("; ");
+}
+
+function whereDeadLettersWent(deadLetter: DeadLetterPolicy, count: number): string {
+  switch (deadLetter.kind) {
+    case "queue":
+      return `went to the dead-letter queue "${deadLetter.queue}"`;
+    case "delete":
+      return `${count === 1 ? "was" : "were"} deleted (the consumer names no dead_letter_queue)`;
+    case "set":
+      return "went to the queue's dead-letter set";
+  }
+}

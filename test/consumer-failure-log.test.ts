@@ -1,0 +1,103 @@
+import { repeatedFailureWindowMs } from "@celld/bindings";
+import { expect, test } from "vitest";
+import { eventually, runHost as runUntidied, tidyAfterEach, type RunningHost } from "./host-harness.ts";
+
+// A consumer that fails every batch must not flood the log (docs/getting-started.md, "Its log"):
+// the first failure of each error is printed in full, the rest counted on the host's clock.
+
+const { project, runHost } = tidyAfterEach();
+
+// Fails with the error its message names; "ok-after-1" fails once, then succeeds.
+const worker = `export default {
+  async fetch(request, env) {
+    const { kind, count } = await request.json();
+    for (let i = 0; i < count; i++) await env.JOBS.send({ kind });
+    return new Response("sent");
+  },
+  async queue(batch) {
+    const { kind } = batch.messages[0].body;
+    if (kind === "ok-after-1" && batch.messages[0].attempts > 1) return;
+    throw new Error(kind === "other" ? "a different failure" : "boom");
+  },
+};
+`;
+
+/** `tidy`: closed after the test; otherwise the test closes it (to see what stopping prints). */
+async function start(tidy = true): Promise<RunningHost> {
+  const p = project();
+  const main = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 1, dead_letter_queue = "dead" }]
+`,
+    "worker.js": worker,
+  });
+  return (tidy ? runHost : runUntidied)([main], p.dataDir);
+}
+
+async function send(h: RunningHost, kind: string, count: number): Promise<void> {
+  expect((await h.fetch("/", { method: "POST", body: JSON.stringify({ kind, count }) })).status).toBe(200);
+}
+
+const threw = (l: string) => l.startsWith('stderr: [celld] queue() handler for "jobs" threw: ');
+const fateLines = (h: RunningHost) => h.log.lines.filter((l) => l.startsWith('warn: queue "jobs": the queue() handler ended with'));
+const summaries = (h: RunningHost) => h.log.lines.filter((l) => l.includes("more time(s) within"));
+const settled = (h: RunningHost, n: number) => eventually(() => (h.batches.length >= n ? true : undefined), `${n} batches`);
+
+test("a storm of one error prints it once, and one summary at the window's end; a different error shows at once", async () => {
+  const h = await start();
+  // Five messages, two deliveries each: ten failed batches, five dead-lettered.
+  await send(h, "boom", 5);
+  await settled(h, 5);
+  // The retries wait for nothing (no retry_delay): the second deliveries follow.
+  await settled(h, 10);
+  expect(h.log.lines.filter(threw)).toEqual(['stderr: [celld] queue() handler for "jobs" threw: Error: boom']);
+  // Its stack is printed with it, once.
+  expect(h.log.lines.filter((l) => /^stderr:\s+at /.test(l)).length).toBeGreaterThan(0);
+  expect(fateLines(h)).toHaveLength(1);
+  expect(summaries(h)).toEqual([]);
+
+  await send(h, "other", 1);
+  await settled(h, 12);
+  expect(h.log.lines.filter(threw)).toEqual([
+    'stderr: [celld] queue() handler for "jobs" threw: Error: boom',
+    'stderr: [celld] queue() handler for "jobs" threw: Error: a different failure',
+  ]);
+
+  h.clock.advance(repeatedFailureWindowMs);
+  const summary = await eventually(() => summaries(h).find((l) => l.includes("Error: boom")), "the summary of boom");
+  expect(summary).toBe(
+    'warn: queue "jobs": the queue() handler threw Error: boom 9 more time(s) within 60 s of the report above, not printed again; ' +
+      'of their batches\' messages, 4 of 9 message(s) will be retried; 5 had no retries left and went to the dead-letter queue "dead"',
+  );
+  // The other error failed twice: its second failure is the summary's.
+  expect(summaries(h).filter((l) => l.includes("a different failure"))).toHaveLength(1);
+  // A failure after the window is printed in full again.
+  await send(h, "boom", 1);
+  await settled(h, 14);
+  expect(h.log.lines.filter(threw)).toHaveLength(3);
+});
+
+test("what is still counted when celld stops is said at stop", async () => {
+  const h = await start(false);
+  await send(h, "boom", 2);
+  await settled(h, 4);
+  expect(summaries(h)).toEqual([]);
+  await h.close();
+  expect(summaries(h)).toHaveLength(1);
+  expect(summaries(h)[0]).toContain("threw Error: boom 3 more time(s)");
+});
+
+test("a handler that fails once and then succeeds prints its one error as before", async () => {
+  const h = await start(false);
+  await send(h, "ok-after-1", 1);
+  await settled(h, 2);
+  expect(h.batches.map((b) => b.outcome)).toEqual(["exception", "ok"]);
+  expect(h.log.lines.filter(threw)).toEqual(['stderr: [celld] queue() handler for "jobs" threw: Error: boom']);
+  expect(fateLines(h)).toEqual(['warn: queue "jobs": the queue() handler ended with outcome "exception"; 1 of 1 message(s) will be retried']);
+  await h.close();
+  expect(summaries(h)).toEqual([]);
+});
