@@ -330,17 +330,19 @@ const sendMany = (cell: QueueCell, count: number, bytes = 10) =>
   send(cell, ...Array.from({ length: count }, (_, i) => `${i}`.padStart(bytes, "0")));
 
 /** `count` messages of `bytes` each wait on `queue`; then a holding dispatcher starts there. */
-async function backlogged(queue: string, count: number, settings: Partial<ConsumerSettings>, budget: InFlightBudget, bytes = 10) {
+/** A dispatcher started on a backlog, once it has `inFlight` batches running (its leases are in turn). */
+async function backlogged(queue: string, count: number, settings: Partial<ConsumerSettings>, budget: InFlightBudget, inFlight: number, bytes = 10) {
   const cell = await registry.open(queue);
   const leases = countLeases(cell);
   await sendMany(cell, count, bytes);
   const started = await holding(queue, budget, settings);
+  await until(() => started.dispatcher.batchesInFlight >= inFlight, `${inFlight} batches in flight`);
   await settle();
   return { ...started, leases };
 }
 
 test("with a backlog of full batches, up to four are leased together and run at once", async () => {
-  const { cell, held, dispatcher: d, leases } = await backlogged("backlog", 100, { maxBatchSize: 10, maxConcurrency: 10 }, new InFlightBudget(1_000_000));
+  const { cell, held, dispatcher: d, leases } = await backlogged("backlog", 100, { maxBatchSize: 10, maxConcurrency: 10 }, new InFlightBudget(1_000_000), 10);
   // The first lease finds no batch size to go by: it goes alone. Then four at a time, up to ten.
   expect(d.batchesInFlight).toBe(10);
   expect(leases.mostAtOnce).toBe(4);
@@ -353,7 +355,7 @@ test("with a backlog of full batches, up to four are leased together and run at 
 });
 
 test("batches leased together are never more than the free slots, and only full ones", async () => {
-  const { cell, held, dispatcher: d, leases } = await backlogged("slots", 35, { maxBatchSize: 10, maxConcurrency: 3 }, new InFlightBudget(1_000_000));
+  const { cell, held, dispatcher: d, leases } = await backlogged("slots", 35, { maxBatchSize: 10, maxConcurrency: 3 }, new InFlightBudget(1_000_000), 3);
   expect(d.batchesInFlight).toBe(3);
   expect(leases.mostAtOnce).toBe(2);
   expect(await cell.counts()).toMatchObject({ leased: 30, ready: 5 });
@@ -367,7 +369,7 @@ test("batches leased together are never more than the free slots, and only full 
 test("batches leased together fit the in-flight budget, judged by the last batch's bytes a message", async () => {
   const budget = new InFlightBudget(2_500);
   // Batches of 5 messages of 100 bytes: 500 bytes each, so the budget has room for five.
-  const { cell, dispatcher: d, leases } = await backlogged("sized", 50, { maxBatchSize: 5, maxConcurrency: 10 }, budget, 100);
+  const { cell, dispatcher: d, leases } = await backlogged("sized", 50, { maxBatchSize: 5, maxConcurrency: 10 }, budget, 5, 100);
   // One alone (no size known yet), then four together: 2,500 bytes, and no room for more.
   expect(leases.mostAtOnce).toBe(4);
   expect(d.batchesInFlight).toBe(5);
