@@ -35,7 +35,8 @@ max_batch_size = 101
 max_retries = -1
 `, "export default { async queue() {} };");
   const r = run(["dev", "--port", "0"], p.dir);
-  expect(await r.exited).toBe(1);
+  // EX_CONFIG: the unit's RestartPreventExitStatus keeps systemd from repeating the same error.
+  expect(await r.exited).toBe(78);
   expect(r.output()).toContain("nothing was started");
   expect(r.output()).toMatch(/wrangler\.toml: queues\.consumers\[0\]\.max_batch_size: .*1 to 100.*101/);
   expect(r.output()).toMatch(/wrangler\.toml: queues\.consumers\[0\]\.max_retries: .*0 to 100.*-1/);
@@ -50,9 +51,31 @@ test("with no -c, celld dev finds the config in a parent directory as wrangler w
     "src/keep": "",
   });
   const r = run(["dev", "--port", "0"], join(p.dir, "src"));
-  expect(await r.exited).toBe(1);
+  expect(await r.exited).toBe(78);
   expect(r.output()).toContain(`${p.dir} has wrangler.json, wrangler.toml: using wrangler.json and ignoring wrangler.toml`);
   expect(r.output()).toContain(`${join("..", "wrangler.json")}: compatibility_date: is required`);
+});
+
+test("a deployment its files keep from starting exits 78 (EX_CONFIG), not 1, whatever the file at fault", async () => {
+  const cases: Array<[string, Record<string, string>, RegExp]> = [
+    ["a config that does not parse", { "wrangler.toml": 'name = "app"\nmain = \n' }, /TOML syntax error at line 2/],
+    ["a missing main", { "wrangler.toml": 'name = "app"\nmain = "gone.js"\ncompatibility_date = "2026-04-01"\n' }, /main: "gone\.js" does not exist/],
+    [
+      "a Worker that does not bundle",
+      { "wrangler.toml": 'name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n', "worker.js": 'import "./nowhere.js";\nexport default {};\n' },
+      /the Worker could not be bundled/,
+    ],
+    [
+      "a .dev.vars line that is not a variable",
+      { "wrangler.toml": 'name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n', "worker.js": echoWorker, ".dev.vars": "this is not a variable\n" },
+      /\.dev\.vars: line 1: /,
+    ],
+  ];
+  const runs = cases.map(([what, files, said]) => ({ what, said, r: run(["dev", "--port", "0"], projectWith(files).dir) }));
+  for (const { what, said, r } of runs) {
+    expect(await r.exited, what).toBe(78);
+    expect(r.output(), what).toMatch(said);
+  }
 });
 
 test("celld dev serves the Worker, queues survive SIGINT, and a restart carries on", async () => {
@@ -164,9 +187,11 @@ test("a Ctrl-C (SIGINT to celld and workerd at once) hands a running batch back 
 });
 
 test("a Worker workerd refuses to start is one clear error after workerd's own lines, naming the config key it can tell", async () => {
-  const fail = async (p: Project, args: string[] = []): Promise<string> => {
+  // 78 where celld can name the config key at fault; workerd's words alone (a module that throws
+  // at its top level) may tell of something passing, so that start may be tried again.
+  const fail = async (p: Project, status: number, args: string[] = []): Promise<string> => {
     const r = run(["dev", "--port", "0", ...args], p.dir);
-    expect(await r.exited).toBe(1);
+    expect(await r.exited).toBe(status);
     const output = r.output();
     // workerd's lines, then celld's one line; not Miniflare's error or stack.
     expect(output).not.toMatch(/MiniflareCoreError|ERR_RUNTIME_FAILURE|node_modules/);
@@ -176,14 +201,14 @@ test("a Worker workerd refuses to start is one clear error after workerd's own l
   };
 
   const topProject = appProject("", 'const cfg = JSON.parse("{bad json");\nexport default { fetch() { return new Response(cfg); } };\n');
-  const top = await fail(topProject);
+  const top = await fail(topProject, 1);
   expect(top).toMatch(/^service core:user:app: Uncaught SyntaxError: .*JSON/m);
   // The position is worker.js's, not the bundle's.
   expect(top).toContain(`\n  at ${join(topProject.dir, "worker.js")}:1:`);
   expect(top).toMatch(/\ncelld: the Workers could not start, so nothing was started \(workerd's messages above say why\)\n$/);
 
   const flags = appProject('compatibility_flags = ["nodejs_compat", "no_such_flag"]\n', echoWorker);
-  expect(await fail(flags)).toBe(
+  expect(await fail(flags, 78)).toBe(
     "service core:user:app: No such compatibility flag: no_such_flag\n" +
       `celld: the Workers could not start, so nothing was started: ${join(flags.dir, "wrangler.toml")}: compatibility_flags[1]: ` +
       'workerd has no compatibility flag "no_such_flag": misspelt, or newer than this workerd (celld --version shows which it is)\n',
@@ -196,7 +221,7 @@ services = [{ binding = "JOBS_API", service = "jobs" }, { binding = "OTHER", ser
     "jobs/wrangler.toml": `name = "jobs"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
     "jobs/worker.js": echoWorker,
   });
-  const entrypoint = await fail(services, ["-c", "wrangler.toml", "-c", "jobs/wrangler.toml"]);
+  const entrypoint = await fail(services, 78, ["-c", "wrangler.toml", "-c", "jobs/wrangler.toml"]);
   expect(entrypoint).toContain('named entrypoint "Missing", but "core:user:jobs" has no such named entrypoint.\n');
   expect(entrypoint).toContain(
     `\ncelld: the Workers could not start, so nothing was started: ${join(services.dir, "wrangler.toml")}: services[1].entrypoint: ` +

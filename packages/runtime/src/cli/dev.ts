@@ -9,6 +9,7 @@ import { startHost, type Host } from "../host/host.ts";
 import { checkPortFree } from "../host/port-check.ts";
 import type { DevArgs } from "./args.ts";
 import { dataDirLine } from "./data-dir-line.ts";
+import { exitStatus } from "./exit-status.ts";
 
 /** How long in-flight batches may run on shutdown before they are handed back to their queues. */
 const shutdownGraceMs = 10_000;
@@ -34,7 +35,7 @@ export async function dev(args: DevArgs): Promise<number> {
     for (const line of formatWarnings(error.warnings)) log.warn(line);
     console.error(`celld: the deployment has ${error.issues.length} error(s); nothing was started:`);
     for (const issue of error.issues) console.error(`  ${formatIssue(issue)}`);
-    return 1;
+    return exitStatus.config;
   }
   for (const line of formatWarnings(deployment.warnings)) log.warn(line);
   // Names only: the values are secrets.
@@ -64,7 +65,7 @@ export async function dev(args: DevArgs): Promise<number> {
     // names the directory and the cause, and a stack would add nothing.
     if (!(error instanceof DataDirUnusableError)) throw error;
     console.error(`celld: ${error.message}`);
-    return 1;
+    return exitStatus.failed;
   }
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
@@ -91,7 +92,7 @@ export async function dev(args: DevArgs): Promise<number> {
       // and is thrown.)
       if (!(error instanceof Database.SqliteError) && storageCause(error).cause !== "newer-format") throw error;
       console.error(`celld: ${new DataDirUnusableError(args.dataDir, opening, error).message}`);
-      return 1;
+      return exitStatus.failed;
     }
   }
   const stopped = new Promise<number>((resolve) => {
@@ -100,7 +101,7 @@ export async function dev(args: DevArgs): Promise<number> {
      * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
      * closed), so that a supervisor's Restart=on-failure starts it again.
      */
-    const stop = (reason: string, exitCode = 0): void => {
+    const stop = (reason: string, exitCode: number = exitStatus.ok): void => {
       if (stopping) {
         log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start`);
         // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
@@ -125,15 +126,15 @@ export async function dev(args: DevArgs): Promise<number> {
         },
         (error: unknown) => {
           log.error("shutdown failed", error);
-          resolve(1);
+          resolve(exitStatus.failed);
         },
       );
     };
     runtimeExited = () => {
-      if (!stopping) stop("workerd exited", 1);
+      if (!stopping) stop("workerd exited", exitStatus.failed);
     };
     stopForOutput = () => {
-      if (!stopping && outputClosed !== undefined) stop(outputClosed, 1);
+      if (!stopping && outputClosed !== undefined) stop(outputClosed, exitStatus.failed);
     };
     stopForOutput();
     // Miniflare's exit hook exits the process on these signals at once, before a graceful stop

@@ -1,6 +1,7 @@
 import { ApiError, createApiKey, envName, formatApiKeyTable, listApiKeys, revokeApiKey } from "../api/index.ts";
 import { DataDirUnusableError, dataDirUnusable } from "../host/data-dir-lock.ts";
 import type { KeysArgs } from "./args.ts";
+import { exitStatus } from "./exit-status.ts";
 
 /** `celld keys`: API keys for the native queues API. A new key's secret is shown once only. */
 export function keys(args: KeysArgs): number {
@@ -15,7 +16,7 @@ export function keys(args: KeysArgs): number {
     const unusable = dataDirUnusable(args.dataDir, `${args.action === "list" ? "reading" : "writing"} api/keys.sqlite`, error);
     if (!(unusable instanceof DataDirUnusableError)) throw error;
     console.error(`celld: ${unusable.message}`);
-    return 1;
+    return exitStatus.failed;
   }
 }
 
@@ -30,19 +31,19 @@ function run(args: KeysArgs): number {
       console.log(`created key ${created.info.id} for ${created.info.env} (${created.info.scopes.join(", ")})`);
       console.log("the key (shown once; only its hash is stored):");
       console.log(created.key);
-      return 0;
+      return exitStatus.ok;
     }
     case "list":
       console.log(formatApiKeyTable(listApiKeys(args.dataDir, { includeRevoked: args.includeRevoked })));
-      return 0;
+      return exitStatus.ok;
     case "revoke": {
       const revoked = revokeApiKey(args.dataDir, args.keyId!);
       if (revoked === undefined) {
         console.error(`celld: no key with id "${args.keyId}"`);
-        return 1;
+        return exitStatus.failed;
       }
       console.log(`revoked key ${revoked.id}`);
-      return 0;
+      return exitStatus.ok;
     }
   }
 }
