@@ -64,7 +64,10 @@ export interface Host {
   /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
   readonly unopenedQueues: readonly string[];
   readonly miniflare: Miniflare;
-  /** Stops consumers (in-flight batches get `graceMs`), workerd and the cells. */
+  /**
+   * Stops consumers (in-flight batches get `graceMs`), workerd and the cells. Called again, it
+   * returns the first call's promise (the first call's `graceMs` holds).
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -214,23 +217,29 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const url = await mf.unsafeGetDirectURL(first.name);
     for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
     running = true;
+    // Each step of a close runs once: a second would close servers already closed, and unlock a
+    // data directory another host may have taken since. A close called again (a signal during a
+    // shutdown, a caller's cleanup after its own close) gets the first's promise, so it settles
+    // when, and as, the first does.
+    let closing: Promise<void> | undefined;
+    const close = async (graceMs: number): Promise<void> => {
+      running = false;
+      for (const plugin of plugins) await plugin.stop(graceMs);
+      await mf.dispose();
+      // workerd's last lines may still be in the pipe; what they report belongs in the summaries.
+      await Promise.race([stderrRead, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      failures.flush();
+      guard?.stop();
+      for (const plugin of plugins) await plugin.dispose();
+      await registry.closeAll();
+      unlock();
+    };
     return {
       url,
       registry,
       unopenedQueues: queues.unopenedQueues,
       miniflare: mf,
-      close: async (graceMs = 0) => {
-        running = false;
-        for (const plugin of plugins) await plugin.stop(graceMs);
-        await mf.dispose();
-        // workerd's last lines may still be in the pipe; what they report belongs in the summaries.
-        await Promise.race([stderrRead, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
-        failures.flush();
-        guard?.stop();
-        for (const plugin of plugins) await plugin.dispose();
-        await registry.closeAll();
-        unlock();
-      },
+      close: (graceMs = 0) => (closing ??= close(graceMs)),
     };
   } catch (error) {
     for (const plugin of plugins) await plugin.stop(0).catch(() => undefined);
