@@ -226,6 +226,13 @@ test.each([
     worker: "export class Thing {}\nexport async function queue() {}\n",
     says: "has no default export, so no queue() handler",
   },
+  {
+    what: "written as a service worker with no queue listener",
+    // workerd fails each batch ("No event listener registered for queue messages"), as for a
+    // module with no queue() handler. The listener added through `self` is found as well.
+    worker: 'addEventListener("fetch", (e) => e.respondWith(new Response("no queue here")));\nself.addEventListener("scheduled", () => {});\n',
+    says: (dir: string) => `its script ${join(dir, "noq", "worker.js")} adds no "queue" event listener (addEventListener("queue", ...))`,
+  },
 ])("a consumer Worker $what is pointed out at start", async ({ worker, says }) => {
   const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
   const other = p.write({
@@ -239,13 +246,36 @@ queues.consumers = [{ queue = "other" }]
   });
   const h = await runHost([config, other], p.dataDir);
   hosts.push(h);
-  // The first is found inside workerd (its shim's "[celld] warning:"), the second by the host.
+  // The first is found inside workerd (its shim's "[celld] warning:"), the others by the host.
   const warning =
-    `Worker "noq" consumes "other" but ${says}: ` +
+    `Worker "noq" consumes "other" but ${typeof says === "string" ? says : says(p.dir)}: ` +
     "every batch will fail, and its messages be retried, then dead-lettered or deleted";
   await eventually(() => (h.log.lines.some((l) => l.includes(warning)) ? true : undefined), "the warning");
   // The Worker that has one is not named.
-  expect(h.log.lines.filter((l) => l.includes("queue() handler:"))).toHaveLength(1);
+  expect(h.log.lines.filter((l) => l.includes("every batch will fail"))).toHaveLength(1);
+});
+
+test("a service-worker consumer that adds its queue listener gets no warning, and its batches are delivered", async () => {
+  const { p, config } = app(`queues.consumers = [{ queue = "jobs" }]`);
+  const other = p.write({
+    "sw/wrangler.toml": `
+name = "sw"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "SEEN", queue = "seen" }]
+queues.consumers = [{ queue = "other", max_batch_timeout = 0 }]
+`,
+    "sw/worker.js": 'addEventListener("queue", (event) => event.waitUntil(SEEN.send({ got: event.messages.map((m) => m.body) })));\n',
+  });
+  const h = await runHost([config, other], p.dataDir, { wallTimeSeconds: 60 });
+  hosts.push(h);
+  await (await h.cell("other")).send([{ body: new TextEncoder().encode(JSON.stringify(7)), contentType: "json" }]);
+  const seen = await eventually(async () => {
+    const got = await drainJson(await h.cell("seen"));
+    return got.length > 0 ? got : undefined;
+  }, "the batch");
+  expect(seen).toEqual([{ got: [7] }]);
+  expect(h.log.lines.filter((l) => l.includes("every batch will fail"))).toEqual([]);
 });
 
 test("a Worker's send refused by a full disk fails in the Worker and is logged by the host, once a minute per queue and cause", async () => {

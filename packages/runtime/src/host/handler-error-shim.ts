@@ -196,6 +196,11 @@ function missingQueueWarning(worker: string, queues: readonly string[]): string 
 `;
 }
 
+/** The same warning for a service-worker script that adds no "queue" listener (see addsQueueListener). */
+export function noQueueListenerWarning(worker: string, mainPath: string, queues: readonly string[]): string {
+  return `Worker "${worker}" consumes ${named(queues)} but its script ${mainPath} adds no "queue" event listener (addEventListener("queue", ...)): ${consequence}`;
+}
+
 /** The same warning for a module Worker with no default export at all, which gets no shim. */
 export function noDefaultExportWarning(worker: string, queues: readonly string[]): string {
   return `Worker "${worker}" consumes ${named(queues)} but has no default export, so no queue() handler: ${consequence}`;

@@ -13,7 +13,8 @@ import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin } from "./host-plugin.ts";
-import { handlerErrorShim, noDefaultExportWarning } from "./handler-error-shim.ts";
+import { handlerErrorShim, noDefaultExportWarning, noQueueListenerWarning } from "./handler-error-shim.ts";
+import { addsQueueListener } from "./service-worker-listeners.ts";
 import { openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { queueErrorRecord } from "./queue-error-record.ts";
@@ -267,6 +268,9 @@ async function bundleFor(worker: WorkerConfig, warn: (message: string) => void):
     // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the
     // first batch had failed, and then ask for addEventListener("queue"), which a module cannot use.
     if (plain.modules && consumer.queues.length > 0) warn(noDefaultExportWarning(consumer.worker, consumer.queues));
+    if (!plain.modules && consumer.queues.length > 0 && addsQueueListener(plain.code) === "no") {
+      warn(noQueueListenerWarning(consumer.worker, worker.main, consumer.queues));
+    }
     return plain;
   }
   return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer) });

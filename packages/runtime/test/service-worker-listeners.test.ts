@@ -1,0 +1,34 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, expect, test } from "vitest";
+import { bundleWorker } from "../src/bundle.ts";
+import { parseDeployment } from "../src/config/index.ts";
+import { addsQueueListener } from "../src/host/service-worker-listeners.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "celld-sw-listeners-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The script as the host reads it: bundled by esbuild, as a service-worker script. */
+async function bundled(name: string, source: string): Promise<string> {
+  writeFileSync(join(dir, `${name}.js`), source);
+  const config = { name, main: `${name}.js`, compatibility_date: "2026-04-01" };
+  const [worker] = parseDeployment([{ path: join(dir, `${name}.json`), text: JSON.stringify(config) }]).workers;
+  const bundle = await bundleWorker(worker!);
+  expect(bundle.modules).toBe(false);
+  return bundle.code;
+}
+
+test.each([
+  ["double quotes", 'addEventListener("queue", (e) => {});', "yes"],
+  ["single quotes, through self", "self.addEventListener('queue', (e) => {});", "yes"],
+  ["a template literal with nothing in it", "globalThis.addEventListener(`queue`, (e) => {});", "yes"],
+  ["a listener for fetch and one for scheduled only", "addEventListener('fetch', (e) => {});\naddEventListener(\"scheduled\", () => {});", "no"],
+  ["no listener at all, the word queue in a string", 'const note = "queue";\naddEventListener("fetch", () => note);', "no"],
+  ["an event named by a variable", 'const type = "queue";\naddEventListener(type, (e) => {});', "unknown"],
+  ["an event named by a template with a value in it", 'const q = "queue";\naddEventListener(`${q}`, (e) => {});\naddEventListener("fetch", () => {});', "unknown"],
+  ["a listener in a comment only", '// addEventListener("queue", ...)\naddEventListener("fetch", () => {});', "no"],
+] as const)("%s: %s", async (_, source, expected) => {
+  const code = await bundled(`w${Math.random().toString(36).slice(2)}`, `${source}\n`);
+  expect(addsQueueListener(code)).toBe(expected);
+});
