@@ -143,6 +143,27 @@ describe("with no -c, the config is found as wrangler finds it", () => {
   });
 });
 
+describe("celld keys with -c and --data: as celld dev takes them", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  test("both: --data names the directory, as for celld dev given the same two", () => {
+    const data = join(cwd, "elsewhere");
+    expect(parseKeysArgs(["list", "-c", "wrangler.toml", "--data", data], cwd).dataDir).toBe(data);
+    expect(parseDevArgs(["-c", "wrangler.toml", "--data", data], cwd).dataDir).toBe(data);
+  });
+
+  test("a -c that names no file is refused, with --data or without, as celld dev would refuse it", () => {
+    // Without --data, the keys would go to a .celld beside a file no celld dev reads.
+    expect(refusal(() => parseKeysArgs(["list", "-c", join("typo", "wrangler.toml")], cwd))).toBe(
+      `-c ${join("typo", "wrangler.toml")}: config file not found (looked for ${join(cwd, "typo", "wrangler.toml")})`,
+    );
+    expect(refusal(() => parseKeysArgs(["list", "-c", "wrangler.tmol", "--data", join(cwd, "d")], cwd))).toBe(
+      `-c wrangler.tmol: config file not found (looked for ${join(cwd, "wrangler.tmol")})`,
+    );
+  });
+});
+
 describe("celld keys' usage lines", () => {
   const cwd = projectDir();
   afterAll(() => rmSync(cwd, { recursive: true, force: true }));
@@ -154,7 +175,7 @@ describe("celld keys' usage lines", () => {
     ["revoke", ["ck_x"]],
   ])("celld keys %s shows -c FILE beside --data DIR", (action, rest) => {
     const line = usage.split("\n").find((l) => l.includes(`celld keys ${action}`));
-    expect(line).toContain("[--data DIR | -c FILE]");
+    expect(line).toContain("[--data DIR] [-c FILE]");
     const nested = join(cwd, "app");
     mkdirSync(nested, { recursive: true });
     writeFileSync(join(nested, "wrangler.toml"), 'name = "w"\nmain = "index.js"\n');

@@ -29,9 +29,11 @@ export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
 
-       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR | -c FILE]
-       celld keys list [--all] [--data DIR | -c FILE]
-       celld keys revoke KEY_ID [--data DIR | -c FILE]
+       celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
+       celld keys list [--all] [--data DIR] [-c FILE]
+       celld keys revoke KEY_ID [--data DIR] [-c FILE]
+                      the data directory as celld dev finds it: --data, else .celld beside
+                      the config (-c, or found as wrangler finds it)
        celld --version     celld's version, and the workerd and Miniflare it runs Workers in
 
   scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
@@ -99,10 +101,15 @@ export function parseKeysArgs(argv: string[], cwd: string): KeysArgs {
     strict: true,
     allowPositionals: action === "revoke",
   });
+  // As `celld dev` takes the two: --data names the directory, even beside -c, so that the flags of
+  // a unit's ExecStart name the directory that celld reads; and a -c that names no file is refused
+  // either way (without --data, the keys would go beside a file no celld dev reads).
+  const given = values.config === undefined ? undefined : resolve(cwd, values.config);
+  if (given !== undefined && !isFileOnDisk(given)) throw new UsageError(`-c ${values.config}: config file not found (looked for ${given})`);
   let dataDir = values.data === undefined ? undefined : resolve(cwd, values.data);
   if (dataDir === undefined) {
-    const found = values.config === undefined ? findConfig(cwd) : undefined;
-    const config = values.config === undefined ? found && resolve(cwd, found.path) : resolve(cwd, values.config);
+    const found = given === undefined ? findConfig(cwd) : undefined;
+    const config = given ?? (found && resolve(cwd, found.path));
     if (config === undefined) throw new UsageError("pass --data DIR (or -c FILE, or run where the wrangler config is)");
     dataDir = join(dirname(config), ".celld");
   }
