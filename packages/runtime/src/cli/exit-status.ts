@@ -13,7 +13,7 @@ export const exitStatus = {
   /**
    * The deployment's files cannot start: the config does not parse or validate, `main` is missing,
    * a Worker does not bundle, `.dev.vars` is malformed, workerd refuses a config key. sysexits.h's
-   * EX_CONFIG, which systemd shows as "status=78/CONFIG".
+   * EX_CONFIG, which systemd's table of exit statuses names CONFIG.
    */
   config: 78,
 } as const;
