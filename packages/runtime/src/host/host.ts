@@ -226,9 +226,9 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const close = async (graceMs: number): Promise<void> => {
       running = false;
       for (const plugin of plugins) await plugin.stop(graceMs);
+      // Miniflare's dispose destroys workerd's pipes and kills it, so nothing more can come from
+      // its output: what the failure log still counts is said now.
       await mf.dispose();
-      // workerd's last lines may still be in the pipe; what they report belongs in the summaries.
-      await Promise.race([stderrRead, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
       failures.flush();
       guard?.stop();
       for (const plugin of plugins) await plugin.dispose();
