@@ -64,3 +64,81 @@ describe.each(stores)("api/$file's format version", ({ file, open }) => {
     expect(readFileSync(path).equals(before)).toBe(true);
   });
 });
+
+// The catalog and key store as celld wrote them before the format number (c46ba4f and every
+// commit to 76a471b): the schema copied from that commit's catalog.ts and api-keys.ts, the rows
+// as `celld dev --api-port` and `celld keys create` wrote them there (read back with sqlite3).
+// An upgrade must keep the queues, their settings, the subscriptions, and every key working.
+const env = "orgs/acme/projects/shop/envs/prod";
+const oldCatalogSql = `
+CREATE TABLE queues (
+  name TEXT PRIMARY KEY, env TEXT NOT NULL, queue TEXT NOT NULL, queue_id TEXT NOT NULL UNIQUE,
+  origin TEXT NOT NULL, cell_name TEXT NOT NULL UNIQUE, settings TEXT, dead_letter_queue TEXT,
+  create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX queues_by_env ON queues (env, queue);
+CREATE INDEX queues_by_dead_letter_queue ON queues (dead_letter_queue);
+CREATE TABLE subscriptions (
+  name TEXT PRIMARY KEY, env TEXT NOT NULL, subscription TEXT NOT NULL, subscription_id TEXT NOT NULL UNIQUE,
+  queue TEXT NOT NULL, types TEXT NOT NULL, sources TEXT NOT NULL, create_ms INTEGER NOT NULL, update_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX subscriptions_by_env ON subscriptions (env, subscription);
+CREATE INDEX subscriptions_by_queue ON subscriptions (queue);
+INSERT INTO queues VALUES ('${env}/queues/orders', '${env}', 'orders', 'que_64bwhz01M8TEGTR88K13J09X3X8SEQ6K', 'api',
+  '${env}/queues/orders', '{"visibilityTimeout":60,"maxDeliveries":2,"deliveryDelay":0,"deadLetterQueue":null}', NULL,
+  1796183976712, 1796183976712);
+INSERT INTO subscriptions VALUES ('${env}/subscriptions/new-orders', '${env}', 'new-orders', 'sub_01M8TEGTVJAE78RP2XBX07MA1S',
+  '${env}/queues/orders', '["order.*"]', '[]', 1796183976818, 1796183976818);
+`;
+const oldKeysSql = `
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, env TEXT NOT NULL, scopes TEXT NOT NULL, hash BLOB NOT NULL,
+  created_at INTEGER NOT NULL, revoked_at INTEGER
+) WITHOUT ROWID;
+INSERT INTO api_keys VALUES ('ck_tfk8ancetxjb23c4', '', '${env}', 'events:publish events:write events:read',
+  X'39d3cd220e6493d67cef6484e63aa4a8a44349e7ae95a40dc96f4ba7986f9c4d', 1796183971597, NULL);
+`;
+/** The key `celld keys create` printed for the row above (a throwaway key of a scratch directory). */
+const oldKey = "ck_tfk8ancetxjb23c4_cng_2GyMBoE3rMwKA6otQaaMp-QpMamNOaydBKRsvDk";
+
+function writeOld(dir: string, file: string, sql: string): void {
+  const db = new Database(join(dir, "api", file));
+  db.exec(sql);
+  db.close();
+}
+
+describe("api stores written before the format number", () => {
+  test("the catalog keeps its queues, their settings and its subscriptions", () => {
+    const dir = dataDir();
+    writeOld(dir, "catalog.sqlite", oldCatalogSql);
+    const catalog = Catalog.open(dir);
+    try {
+      expect(catalog.getQueue(`${env}/queues/orders`)).toMatchObject({
+        queue: "orders",
+        queueId: "que_64bwhz01M8TEGTR88K13J09X3X8SEQ6K",
+        origin: "api",
+        settings: { visibilityTimeout: 60, maxDeliveries: 2, deliveryDelay: 0, deadLetterQueue: null },
+        createMs: 1796183976712,
+      });
+      expect(catalog.envSubscriptions(env)).toEqual([
+        expect.objectContaining({ subscription: "new-orders", queue: `${env}/queues/orders`, types: ["order.*"], sources: [] }),
+      ]);
+    } finally {
+      catalog.close();
+    }
+    expect(userVersion(join(dir, "api", "catalog.sqlite"))).toBe(apiStoreFormatVersion);
+  });
+
+  test("a key created then still authenticates, with its environment and scopes", () => {
+    const dir = dataDir();
+    writeOld(dir, "keys.sqlite", oldKeysSql);
+    const keys = ApiKeyStore.open(dir);
+    try {
+      expect(keys.verify(oldKey)).toMatchObject({ id: "ck_tfk8ancetxjb23c4", env, scopes: ["events:publish", "events:write", "events:read"] });
+      expect(keys.verify(`${oldKey.slice(0, -1)}x`)).toBeUndefined();
+    } finally {
+      keys.close();
+    }
+    expect(userVersion(join(dir, "api", "keys.sqlite"))).toBe(apiStoreFormatVersion);
+  });
+});
