@@ -14,6 +14,15 @@ import { MessageState, type NewMessage } from "./store.ts";
  */
 export const cellFormatVersion = 1;
 
+/**
+ * The meta key of the latest receipt time that may have been written before dec8b29 (the file's
+ * receipts when this code first opened it; -1 with none). Those receipts hold when their message
+ * was taken in, not when it had entered the queue it came from, and dec8b29 kept the format
+ * number: a dead-letter move that an older celld's crash cut between its two steps, finished by
+ * this one, brings an entry time before that receipt's and is the same move repeated.
+ */
+export const legacyReceiptsUpToKey = "legacy_receipts_up_to";
+
 export const schema = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
@@ -98,8 +107,14 @@ export const statementSql = {
    */
   packStats: `SELECT count(*) AS n, coalesce(max(last_id), '') AS floor
      FROM messages INDEXED BY messages_packs_by_id WHERE n > 1`,
-  /** Changes a row unless the id was taken in from that very entry (see CellStore.insert). */
-  markReceived: "INSERT INTO received (id, at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at WHERE at <> excluded.at",
+  /**
+   * Changes a row unless the id was taken in from that very entry (see CellStore.insert), or is
+   * held by a receipt from before receipts kept entry times (its time then is when it was taken
+   * in, at or after its entry) that the new entry does not come after (the third parameter is the
+   * latest such receipt's time; see legacyReceiptsUpToKey).
+   */
+  markReceived: `INSERT INTO received (id, at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at
+     WHERE at <> excluded.at AND NOT (excluded.at < at AND at <= ?)`,
   // One statement for the whole lease: the rows' seqs go in as a JSON array.
   leaseRows: `UPDATE messages SET state = ${MessageState.leased}, due_at = ?,
        deliveries = deliveries + 1, lease_generation = lease_generation + 1, lease_owner = ?
@@ -154,6 +169,7 @@ export const statementSql = {
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
   sweepReceived: "DELETE FROM received WHERE at <= ?",
+  latestReceipt: "SELECT coalesce(max(at), -1) AS at FROM received",
   // Rows changed by this connection since it opened: whether a group wrote anything.
   totalChanges: "SELECT total_changes() AS n",
   /** The file's page size, pages and free pages, for its compaction (file-compaction.ts). */

@@ -26,6 +26,7 @@ import {
   addedColumns,
   cellFormatVersion,
   insertRowsSql,
+  legacyReceiptsUpToKey,
   limitedSql,
   newRowParams,
   schema,
@@ -162,6 +163,8 @@ export class SqliteCellStore implements CellStore {
   private packs: number;
   /** The highest last id of any pack held since the store opened: a new pack's ids must be above it. */
   private packIdFloor: string;
+  /** See legacyReceiptsUpToKey. */
+  private readonly legacyReceiptsUpTo: number;
 
   /** Set for good by a failed flush of the database file in a checkpoint (see checkpointFailed). */
   private checkpointFlushFailure: CellError | undefined;
@@ -234,6 +237,7 @@ export class SqliteCellStore implements CellStore {
       const packStats = this.stmt.packStats.get() as { n: number; floor: string };
       this.packs = packStats.n;
       this.packIdFloor = packStats.floor;
+      this.legacyReceiptsUpTo = this.readLegacyReceiptsUpTo();
       // The log exists from the first read of a WAL database on, and stays until the last close.
       this.files = FileIdentity.of([path, `${path}-wal`]);
       if (this.walSync !== undefined) {
@@ -349,7 +353,7 @@ export class SqliteCellStore implements CellStore {
       // a chain of dead-letter queues (a -> b, then b -> a once configs changed), not a repeat:
       // skipped as one, it was deleted from its source and never reached this queue.
       const from = row.movedFromEnqueuedAt ?? row.enqueuedAt;
-      if (this.stmt.markReceived.run(row.id, from).changes === 0) continue;
+      if (this.stmt.markReceived.run(row.id, from, this.legacyReceiptsUpTo).changes === 0) continue;
       if (this.stmt.insertIgnore.run(...args).changes === 0) continue;
       if (row.dueAt > row.enqueuedAt) this.mayHaveDelayed = true;
       // The new row's seq is not read here; the oldest backlog row is looked up when asked.
@@ -975,6 +979,15 @@ export class SqliteCellStore implements CellStore {
       );
     }
     return version;
+  }
+
+  /** Recorded at the first open by this code, so that receipts written since never count. */
+  private readLegacyReceiptsUpTo(): number {
+    const recorded = this.getMeta(legacyReceiptsUpToKey);
+    if (recorded !== undefined) return Number(recorded);
+    const latest = (this.stmt.latestReceipt.get() as { at: number }).at;
+    this.setMeta(legacyReceiptsUpToKey, String(latest));
+    return latest;
   }
 
   private addMissingColumns(): void {

@@ -126,7 +126,8 @@ export interface CellStore {
 
   /**
    * Inserts rows as ready. With `skipKnownIds` (a dead-letter move), a row is skipped whose id is
-   * present, or was taken in before with the same movedFromEnqueuedAt, even if removed since.
+   * present, or was taken in before with the same movedFromEnqueuedAt, even if removed since (by a
+   * receipt from before receipts kept entry times: taken in at or after this movedFromEnqueuedAt).
    */
   insert(rows: readonly NewMessage[], options?: { skipKnownIds?: boolean }): string[];
   /**

@@ -272,3 +272,57 @@ describe.each(formats)("a queue file written by $commit", (format) => {
     await h.cell.close();
   });
 });
+
+describe("receipts of dead-letter moves written by 4536557 (before dec8b29 keyed them by entry time)", () => {
+  // 4536557 kept, for each id a dead-letter queue took in, the time it took it in; this celld
+  // keeps the time the message had entered the queue it came from, which is earlier.
+  const id = "01M8TEEBK9AXWC3V9P2QFQSBQZ";
+
+  function files(h: ReturnType<typeof cellHarness>, sourceEnteredAt: number, takenInAt: number): void {
+    const target = new Database(join(h.dir, "dlq.sqlite"));
+    target.exec(schemaWithPacks);
+    target.prepare("INSERT INTO received (id, at) VALUES (?, ?)").run(id, takenInAt);
+    target.pragma("user_version = 1");
+    target.close();
+    const source = new Database(join(h.dir, "src.sqlite"));
+    source.exec(schemaWithPacks);
+    source
+      .prepare(
+        `INSERT INTO messages (seq, id, state, due_at, deliveries, lease_generation, sent_at, enqueued_at, bytes, content_type, body)
+         VALUES (1, ?, 3, ?, 2, 2, ?, ?, 4, 'text', ?)`,
+      )
+      .run(id, stoppedAt - minute, sourceEnteredAt, sourceEnteredAt, encoder.encode("once"));
+    source.pragma("user_version = 1");
+    source.close();
+  }
+
+  async function resumeMove(h: ReturnType<typeof cellHarness>) {
+    const source = h.open("src", { config: { deadLetter: { kind: "queue", queue: "dlq" } } });
+    await source.tick();
+    await settle();
+    const target = await h.other("dlq");
+    const counts = { source: await source.counts(), target: await target.counts() };
+    await source.close();
+    await target.close();
+    await h.cell.close();
+    return counts;
+  }
+
+  test("a move the old celld's crash cut between its two steps is not taken in again once the target has acked it", async () => {
+    const h = cellHarness();
+    h.clock.advance(stoppedAt - h.clock.now());
+    files(h, stoppedAt - 5 * minute, stoppedAt - minute);
+    const { source, target } = await resumeMove(h);
+    expect(source).toMatchObject({ movingToDeadLetterQueue: 0 });
+    expect(target).toMatchObject({ ready: 0 });
+  });
+
+  test("the message come round again later (a chain made into a loop over time) is taken in", async () => {
+    const h = cellHarness();
+    h.clock.advance(stoppedAt - h.clock.now());
+    files(h, stoppedAt - minute, stoppedAt - 5 * minute);
+    const { source, target } = await resumeMove(h);
+    expect(source).toMatchObject({ movingToDeadLetterQueue: 0 });
+    expect(target).toMatchObject({ ready: 1 });
+  });
+});

@@ -18,6 +18,7 @@ const scansByDesign: Partial<Record<StatementName, string>> = {
   packStats: "walks the packs' partial index, which holds packs only, once at open",
   totals: "counts per state, once at open",
   sweepReceived: "forgets old dead-letter receipts, on the retention tick",
+  latestReceipt: "the receipts' latest time, once, at a file's first open by a celld that keeps entry times",
 };
 /** No table lookup at all. */
 const noLookup: StatementName[] = [
