@@ -50,7 +50,8 @@ export const limits = {
   openCellsMax: 1_000,
   /**
    * File descriptors one open cell holds: its database, log and shared-memory files on two
-   * connections (5 measured on Linux; up to 9 while the checkpointer's thread has the file open).
+   * connections (5 measured on Linux; up to 9 while the checkpointer's thread has the file open,
+   * which it has once it copied or truncated the log: a checkpoint, or 30 s of quiet after a write).
    */
   openCellFileDescriptors: 5,
   /**

@@ -216,8 +216,9 @@ export class QueueCell {
     }
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
     this.onWarning = options.onWarning ?? (() => {});
-    this.store = options.store ?? this.openSqliteStore(options.path!, options.durability ?? "full");
+    // Before the store: its log is truncated after a quiet spell on this clock.
     this.clock = options.clock ?? systemClock;
+    this.store = options.store ?? this.openSqliteStore(options.path!, options.durability ?? "full");
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
     let stored: string | undefined;
@@ -953,6 +954,7 @@ export class QueueCell {
     try {
       return new SqliteCellStore(path, {
         durability,
+        clock: this.clock,
         // The store's own background work: the checkpoint, tried again after the next flush unless
         // its flush failed (then the store takes no more writes: its `failed`, the error told
         // here); and the compaction of a mostly free file, which loses nothing when it fails.

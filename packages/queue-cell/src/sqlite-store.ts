@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import Database from "better-sqlite3";
 import { CellError } from "./errors.ts";
 import {
@@ -59,6 +60,8 @@ import { WalIndex } from "./wal-index.ts";
 import { WalSync, type LostFlush, type SyncFile } from "./wal-sync.ts";
 import { FileIdentity } from "./file-identity.ts";
 import { compactIfMostlyFree, type CompactionBounds, type CompactionOutcome } from "./file-compaction.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import { IdleWatch } from "./idle-watch.ts";
 
 /**
  * `full` is the production setting: a commit has reached the disk before a send resolves. `off`
@@ -83,8 +86,17 @@ export interface SqliteStoreOptions {
    * thread; tests stand in for it to make a copy's flush fail).
    */
   copyLog?: (path: string) => Promise<void>;
+  /**
+   * With `full`: copies what is left of the log and truncates it, off the event loop (the
+   * WalCheckpointer's thread); false when a reader kept it from finishing.
+   */
+  truncateLog?: (path: string) => Promise<boolean>;
   /** With `full`: when the file is rewritten without its free pages (compactionDefault). */
   compaction?: CompactionBounds;
+  /** Time, for the quiet spell after which the log is truncated (the system clock). */
+  clock?: Clock;
+  /** With `full`: how long without a commit before the log is truncated (walTruncateIdleMsDefault). */
+  walTruncateIdleMs?: number;
 }
 
 /** Which of the store's own work failed, for onBackgroundError: the checkpoint when not said. */
@@ -95,6 +107,17 @@ export type BackgroundWork = "checkpoint" | "compaction";
  * once for many commits instead of once for each few.
  */
 const checkpointWalBytesDefault = 16 * 1024 * 1024;
+/**
+ * A log no commit has touched for this long is copied into the file and truncated to nothing. Below
+ * the threshold no checkpoint starts it over, and a checkpoint leaves its file at the size it reached
+ * (see journal_size_limit), so without this a queue quiet after a burst kept up to 16 MiB of log on
+ * disk for as long as it stayed open, which a queue with a consumer does until celld stops.
+ * 30 s: a queue in use commits far more often (a consumer's batch window is at most 60 s, and
+ * its acks and the sends it waits for come within it), so it keeps its log at its working size;
+ * an idle host gives every log back within a minute of its last commit. A queue that commits
+ * once a minute pays one truncation a minute: a few frames copied and one flush of its file.
+ */
+export const walTruncateIdleMsDefault = 30_000;
 /**
  * Copies on the checkpointer's thread, at most, before the short one here: each copies what the
  * writer added during the last. While a backlog was written as fast as possible here, one copy of
@@ -124,7 +147,8 @@ const insertRowsPerStatement = 100;
  * says when a commit is on disk. SQLite's automatic checkpoints are off (with synchronous=OFF
  * they would not flush the database file before reusing the log); the store checkpoints itself,
  * with synchronous=FULL for the checkpoint, once checkpointWalBytes of log await copying: the bulk
- * on the WalCheckpointer's thread, then what was committed meanwhile here, briefly.
+ * on the WalCheckpointer's thread, then what was committed meanwhile here, briefly. A log left
+ * alone for walTruncateIdleMs is copied and truncated to nothing on that thread.
  */
 export class SqliteCellStore implements CellStore {
   private readonly db: Database.Database;
@@ -175,6 +199,7 @@ export class SqliteCellStore implements CellStore {
   /** Set for good when they were found deleted or moved (with `full`, WalSync keeps it instead). */
   private filesGone: CellError | undefined;
   private readonly copyLog: (path: string) => Promise<void>;
+  private readonly cutLog: (path: string) => Promise<boolean>;
   private readonly compaction: CompactionBounds;
   /**
    * Whether to look at the file's free space after the next flush: at open (a file an older celld
@@ -186,12 +211,17 @@ export class SqliteCellStore implements CellStore {
   private heldPeak = 0;
   /** The last look found space to give back but too much in use, while a backlog was left. */
   private lookWhenEmptied = false;
+  /** With `full`: starts the log's truncation once no commit has come for walTruncateIdleMs. */
+  private readonly idleWatch: IdleWatch | undefined;
+  /** A quiet spell ended while a checkpoint ran: the log is truncated when it ends, if still quiet. */
+  private truncateAfterCheckpoint = false;
 
   constructor(
     private readonly path: string,
     options: SqliteStoreOptions = {},
   ) {
     this.copyLog = options.copyLog ?? ((file) => WalCheckpointer.get().checkpoint(file));
+    this.cutLog = options.truncateLog ?? ((file) => WalCheckpointer.get().truncate(file));
     this.compaction = options.compaction ?? compactionDefault;
     try {
       this.db = new Database(path);
@@ -219,6 +249,9 @@ export class SqliteCellStore implements CellStore {
           options.syncFile,
           () => this.afterFlush(),
           () => this.filesLost(),
+        );
+        this.idleWatch = new IdleWatch(options.clock ?? systemClock, options.walTruncateIdleMs ?? walTruncateIdleMsDefault, () =>
+          this.truncateLogIfIdle(),
         );
       } else {
         this.db.pragma(`synchronous = ${durability.toUpperCase()}`);
@@ -248,6 +281,8 @@ export class SqliteCellStore implements CellStore {
         // A log with nothing to copy (a clean close deleted it; this open created it empty) needs
         // no checkpoint: it would copy nothing, and costs three pragmas on every reopen.
         if (this.walIndex.uncheckpointedBytes() > 0) this.checkpoint();
+        // A log left by a crash keeps its size after that copy: given back once the queue is quiet.
+        if (statSync(`${path}-wal`).size > 0) this.idleWatch?.wrote();
       }
     } catch (error) {
       // The open's checkpoint flushes both files: one that failed leaves the log as the record.
@@ -277,6 +312,7 @@ export class SqliteCellStore implements CellStore {
     const changes = (this.stmt.totalChanges.get() as { n: number }).n;
     const wrote = changes !== this.changesAtLastDurable;
     this.changesAtLastDurable = changes;
+    if (wrote) this.idleWatch?.wrote();
     if (this.walSync !== undefined) return this.walSync.durable(wrote);
     // Without a flush of its own the commit is the flush: the files are looked at after it.
     const lost = wrote ? this.filesLost() : undefined;
@@ -792,6 +828,7 @@ export class SqliteCellStore implements CellStore {
   }
 
   close(): void {
+    this.idleWatch?.stop();
     // Its connection first (after any copy it is running), so that ours is the last.
     if (this.checkpointerConnected) WalCheckpointer.forgetIfRunning(this.path);
     this.checkpointerConnected = false;
@@ -847,6 +884,32 @@ export class SqliteCellStore implements CellStore {
     }
   }
 
+  /**
+   * Once the queue has been quiet for walTruncateIdleMs: its log's frames are copied into the file
+   * (on the checkpointer's thread, as a checkpoint's are) and the log truncated to nothing. Not
+   * while a checkpoint or a compaction's copy runs, which may hold the log's locks, but as soon as
+   * it ends if no commit came meanwhile; a commit arms the next quiet spell instead. A close
+   * meanwhile needs nothing of this: it copies the log and deletes it.
+   */
+  private truncateLogIfIdle(): void {
+    this.truncateAfterCheckpoint = false;
+    if (!this.db.open || this.failed !== undefined) return;
+    if (this.backgroundCheckpoint !== undefined) {
+      this.truncateAfterCheckpoint = true;
+      return;
+    }
+    try {
+      this.startCheckpoint(true);
+    } catch (error) {
+      // Reading the WAL-index failed: reported, not thrown, since a timer runs this.
+      this.checkpointFailed(error);
+    }
+  }
+
+  private uncheckpointedBytes(): number {
+    return this.walIndex?.uncheckpointedBytes() ?? 0;
+  }
+
   /** Messages still to be consumed: ready (delayed too), leased, or on their way to a dead-letter queue. */
   private backlogMessages(): number {
     return this.counts.ready + this.counts.leased + this.counts.moving;
@@ -889,7 +952,11 @@ export class SqliteCellStore implements CellStore {
     }
     // What the backlog holds may be all that is in the way; with none left, it is dead letters.
     this.lookWhenEmptied = outcome === "much in use" && backlog > 0;
-    if (outcome === "compacted") this.startCheckpoint();
+    if (outcome === "compacted") {
+      // The rewrite is a commit to the log like a send's: the log is given back after it as well.
+      this.idleWatch?.wrote();
+      this.startCheckpoint();
+    }
   }
 
   /**
@@ -914,19 +981,41 @@ export class SqliteCellStore implements CellStore {
     this.startCheckpoint();
   }
 
-  private startCheckpoint(): void {
+  /**
+   * Copies the log on the checkpointer's thread, then starts it over here (see checkpointIfLarge).
+   * `truncate`: the queue has been quiet (see truncateLogIfIdle), and the log is truncated too if it
+   * still is once the copy is done; a commit meanwhile means the queue is in use again, and its log
+   * is left at its working size until the next quiet spell.
+   */
+  private startCheckpoint(truncate = false): void {
     this.checkpointerConnected = true;
-    this.backgroundCheckpoint = this.copyInBackground()
+    const copied = truncate && this.uncheckpointedBytes() === 0 ? Promise.resolve() : this.copyInBackground();
+    this.backgroundCheckpoint = copied
       .then(() => {
         // Closed meanwhile: its close copied the rest.
-        if (this.db.open && this.failed === undefined) this.checkpoint();
+        if (!this.db.open || this.failed !== undefined) return;
+        if (truncate && this.idleWatch?.idle === true) return this.truncateLog();
+        this.checkpoint();
       })
       .catch((error: unknown) => this.checkpointFailed(error))
       .finally(() => {
         this.backgroundCheckpoint = undefined;
         this.compactionWanted = true;
         this.compactIfMostlyFree();
+        if (this.truncateAfterCheckpoint && this.idleWatch?.idle === true) this.truncateLogIfIdle();
       });
+  }
+
+  /**
+   * On the checkpointer's thread (see WalCheckpointer.truncate), with synchronous=FULL as every
+   * checkpoint here: what the copy left (nothing, if no commit came meanwhile) is copied with both
+   * files flushed, and SQLite cuts the log only once every frame is in the flushed file. The cut
+   * itself is not flushed: a crash may leave the old frames, all in the file already, which the
+   * next open copies again, harmlessly.
+   */
+  private async truncateLog(): Promise<void> {
+    // A reader of the log kept it from finishing (none is expected): tried again a quiet spell later.
+    if (!(await this.cutLog(this.path))) this.idleWatch?.retryLater();
   }
 
   /** Copies on the checkpointer's thread until little is left, or backgroundCopiesMax times. */

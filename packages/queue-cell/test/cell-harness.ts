@@ -117,6 +117,15 @@ export async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
+/** Polls `ready` on real time: the checkpointer's thread runs on its own, not on the test's clock. */
+export async function until(ready: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ready()) {
+    if (Date.now() > end) throw new Error(`${what} did not happen within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /** A flush the test completes by hand, so it can see what waits for the disk. */
 export function heldSync() {
   const held: Array<(error: Error | null) => void> = [];

@@ -6,16 +6,21 @@
  * kills also land in and around checkpoints. With CELLD_CRASH_COMPACT=1 the file is rewritten without
  * its free pages whenever any are free (see file-compaction.ts), and the consumer leases 100 at a
  * time so the backlog stays small enough for that: kills land in and around those rewrites too.
+ * With CELLD_CRASH_IDLE=1 producers and consumer all stop for 10 ms of every 30, and the log is
+ * truncated after 2 ms without a commit (see walTruncateIdleMsDefault): kills land in and around
+ * those truncations, and in the commits that start the log again after them.
  */
 import { QueueCell, SqliteCellStore } from "../src/index.ts";
 
 const path = process.argv[2]!;
 const checkpointWalBytes = Number(process.argv[3] ?? 256 * 1024);
 const compact = process.env.CELLD_CRASH_COMPACT === "1";
+const idle = process.env.CELLD_CRASH_IDLE === "1";
 const store = new SqliteCellStore(path, {
   durability: "full",
   checkpointWalBytes,
   ...(compact ? { compaction: { freeBytesMin: 32 * 1024, liveBytesMax: 8 * 1024 * 1024 } } : {}),
+  ...(idle ? { walTruncateIdleMs: 2 } : {}),
   onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
 });
 const cell = new QueueCell({ name: "crash", store });
@@ -24,8 +29,16 @@ const out = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
+/** With `idle`, waits out the quiet third of each 30 ms, when nobody writes. */
+async function quietSpell(): Promise<void> {
+  if (!idle) return;
+  const phase = performance.now() % 30;
+  if (phase >= 20) await new Promise((resolve) => setTimeout(resolve, 30 - phase));
+}
+
 async function producer(worker: number): Promise<void> {
   for (let i = 0; ; i++) {
+    await quietSpell();
     const n = 1 + ((worker + i) % 7);
     const messages = Array.from({ length: n }, () => ({ body: new Uint8Array(64 + (i % 200)), contentType: "bytes" }));
     const sent = await cell.send(messages);
@@ -35,6 +48,7 @@ async function producer(worker: number): Promise<void> {
 
 async function consumer(): Promise<void> {
   for (;;) {
+    await quietSpell();
     const leased = await cell.lease({ max: compact ? 100 : 10, visibilityTimeoutSeconds: 600 });
     if (leased.length === 0) {
       await new Promise((resolve) => setTimeout(resolve, 1));

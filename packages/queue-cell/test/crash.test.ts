@@ -35,11 +35,12 @@ interface Printed {
 
 /**
  * Runs the child until a random moment after it started working, then SIGKILLs it; with `compact`,
- * its file is rewritten without its free pages whenever it has some (see crash-child.ts).
+ * its file is rewritten without its free pages whenever it has some; with `idle`, its load stops
+ * now and then and its log is truncated in the pauses (see crash-child.ts).
  */
-function runAndKill(path: string, killAfterMs: number, compact: boolean): Promise<Printed> {
+function runAndKill(path: string, killAfterMs: number, modes: { compact: boolean; idle: boolean }): Promise<Printed> {
   return new Promise((resolve, reject) => {
-    const env = { ...process.env, CELLD_CRASH_COMPACT: compact ? "1" : "0" };
+    const env = { ...process.env, CELLD_CRASH_COMPACT: modes.compact ? "1" : "0", CELLD_CRASH_IDLE: modes.idle ? "1" : "0" };
     const proc = spawn(process.execPath, [child, path], { stdio: ["ignore", "pipe", "pipe"], env });
     const printed: Printed = { sent: new Set(), acking: new Set(), acked: new Set() };
     let buffer = "";
@@ -79,8 +80,9 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
   const everAcking = new Set<string>();
   let totalSent = 0;
   for (let cycle = 0; cycle < cycles; cycle++) {
-    // Every third run rewrites the file (compaction) as it goes.
-    const printed = await runAndKill(path, 20 + rand.int(200), cycle % 3 === 2);
+    // Every third run rewrites the file (compaction) as it goes; every fourth pauses and truncates
+    // its log in the pauses (one in twelve does both).
+    const printed = await runAndKill(path, 20 + rand.int(200), { compact: cycle % 3 === 2, idle: cycle % 4 === 1 });
     printed.sent.forEach((id) => everSent.add(id));
     printed.acked.forEach((id) => everAcked.add(id));
     printed.acking.forEach((id) => everAcking.add(id));

@@ -6,7 +6,7 @@ import { ManualClock, QueueCell, SqliteCellStore, isCellError, type SyncFile } f
 import type { Worker } from "node:worker_threads";
 import { CheckpointFlushError, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
-import { heldSync, text } from "./cell-harness.ts";
+import { heldSync, text, until } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
 
 
@@ -20,14 +20,6 @@ const settled = async (p: Promise<unknown>): Promise<boolean> => {
   return done;
 };
 
-/** Polls `ready` on real time: the checkpointer's thread runs on its own, not on the test's clock. */
-async function until(ready: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ready()) {
-    if (Date.now() > end) throw new Error(`${what} did not happen within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 function cellWith(syncFile: SyncFile, extra: { checkpointWalBytes?: number } = {}) {
   const dir = tempDir();

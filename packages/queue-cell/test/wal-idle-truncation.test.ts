@@ -1,0 +1,221 @@
+import { copyFileSync, existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ManualClock, QueueCell, SqliteCellStore } from "../src/index.ts";
+import { walTruncateIdleMsDefault } from "../src/sqlite-store.ts";
+import { WalCheckpointer } from "../src/wal-checkpointer.ts";
+import { WalIndex } from "../src/wal-index.ts";
+import { refs, text, until } from "./cell-harness.ts";
+import { tempDir } from "./temp-dir.ts";
+
+const quietMs = walTruncateIdleMsDefault;
+
+/**
+ * A cell on a fresh file with durability full and a manual clock. Its log is copied by the real
+ * checkpointer's thread; while `held` is set, a copy's answer waits until the test lets it go, so
+ * that the test can close, write or checkpoint while it runs.
+ */
+function openCell(options: { path?: string; checkpointWalBytes?: number } = {}) {
+  const path = options.path ?? join(tempDir(), "q.sqlite");
+  const clock = new ManualClock();
+  const errors: unknown[] = [];
+  const state = { copies: 0, held: false, release: [] as Array<() => void> };
+  const store = new SqliteCellStore(path, {
+    durability: "full",
+    clock,
+    ...(options.checkpointWalBytes === undefined ? {} : { checkpointWalBytes: options.checkpointWalBytes }),
+    onBackgroundError: (error) => errors.push(error),
+    copyLog: async (file) => {
+      state.copies++;
+      await WalCheckpointer.get().checkpoint(file);
+      if (state.held) await new Promise<void>((resolve) => state.release.push(resolve));
+    },
+  });
+  const cell = new QueueCell({ name: "q", store, clock });
+  const walBytes = (): number => (existsSync(`${path}-wal`) ? statSync(`${path}-wal`).size : 0);
+  const letGo = (): void => {
+    state.held = false;
+    for (const resolve of state.release.splice(0)) resolve();
+  };
+  return { path, clock, cell, store, errors, state, walBytes, letGo };
+}
+
+/** `sends` sends of 100 small messages, all in flight at once (as a burst of producers is). */
+async function burst(cell: QueueCell, sends: number, tag = "m"): Promise<string[]> {
+  const results = await Promise.all(
+    Array.from({ length: sends }, (_, s) => cell.send(Array.from({ length: 100 }, (_, i) => text(`${tag}${s}-${i}`)))),
+  );
+  return results.flatMap((r) => r.ids);
+}
+
+/** Leases and acks everything ready; returns the ids it got. */
+async function drain(cell: QueueCell): Promise<string[]> {
+  const ids: string[] = [];
+  for (;;) {
+    const leased = await cell.lease({ max: 100, visibilityTimeoutSeconds: 60 });
+    if (leased.length === 0) return ids;
+    await cell.ack(refs(leased));
+    ids.push(...leased.map((m) => m.id));
+  }
+}
+
+/** Waits until every frame of the log is in the file: the checkpoint that copies them has ended. */
+async function allCopied(path: string): Promise<void> {
+  const index = WalIndex.open(`${path}-shm`);
+  try {
+    await until(() => index.uncheckpointedBytes() === 0, "the checkpoint's end");
+  } finally {
+    index.close();
+  }
+}
+
+/** Reopens the file as the next start would, and returns what it holds, ready. */
+async function idsAfterReopen(path: string): Promise<string[]> {
+  const again = new QueueCell({ name: "q", path, clock: new ManualClock() });
+  try {
+    const ids: string[] = [];
+    for (;;) {
+      const leased = await again.lease({ max: 100, visibilityTimeoutSeconds: 60 });
+      if (leased.length === 0) return ids;
+      ids.push(...leased.map((m) => m.id));
+    }
+  } finally {
+    await again.close();
+  }
+}
+
+describe("an idle queue's log", () => {
+  it("is truncated after a quiet spell, and every message is still there and leasable", async () => {
+    const { cell, clock, walBytes, state, errors, path } = openCell();
+    const sent = await burst(cell, 100);
+    const before = walBytes();
+    expect(before).toBeGreaterThan(64 * 1024);
+
+    clock.advance(quietMs - 1);
+    expect(state.copies).toBe(0);
+    expect(walBytes()).toBe(before);
+    clock.advance(1);
+    await until(() => walBytes() === 0, "the log's truncation");
+    expect(state.copies).toBe(1);
+
+    // The file holds them now; the cell, still open, hands every one of them out.
+    expect((await cell.counts()).ready).toBe(10_000);
+    const got = await drain(cell);
+    expect(new Set(got)).toEqual(new Set(sent));
+    expect(errors).toEqual([]);
+    await cell.close();
+    expect(await idsAfterReopen(path)).toEqual([]);
+  });
+
+  it("holds messages on disk across the truncation: a reopen without this cell's close finds them all", async () => {
+    const { cell, clock, walBytes, path } = openCell();
+    const sent = await burst(cell, 20);
+    clock.advance(quietMs);
+    await until(() => walBytes() === 0, "the log's truncation");
+    // A second connection reads the file with the log empty: the frames are in the file itself.
+    const index = WalIndex.open(`${path}-shm`);
+    try {
+      expect(index.uncheckpointedBytes()).toBe(0);
+    } finally {
+      index.close();
+    }
+    await cell.close();
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
+  });
+
+  it("left by a crash is truncated a quiet spell after the open that copied it, with nothing written since", async () => {
+    const dir = tempDir();
+    const first = openCell({ path: join(dir, "q.sqlite") });
+    const sent = await burst(first.cell, 20);
+    // The files as a crash leaves them: the log holds the commits, not yet copied.
+    for (const suffix of ["", "-wal"]) copyFileSync(join(dir, `q.sqlite${suffix}`), join(dir, `crashed.sqlite${suffix}`));
+    await first.cell.close();
+    const { cell, clock, walBytes, path } = openCell({ path: join(dir, "crashed.sqlite") });
+    expect(walBytes()).toBeGreaterThan(0);
+    clock.advance(quietMs);
+    await until(() => walBytes() === 0, "the log's truncation");
+    await cell.close();
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
+  });
+
+  it("is not truncated while the queue is written steadily, and is once it stops", async () => {
+    const { cell, clock, walBytes, state } = openCell();
+    await burst(cell, 10);
+    let last = walBytes();
+    for (let i = 0; i < 20; i++) {
+      clock.advance(quietMs - 1000);
+      await cell.send([text(`steady ${i}`)]);
+      // Never given back between writes: the log only grows (no checkpoint below 16 MiB).
+      expect(walBytes()).toBeGreaterThanOrEqual(last);
+      last = walBytes();
+    }
+    expect(state.copies).toBe(0);
+    clock.advance(quietMs);
+    await until(() => walBytes() === 0, "the log's truncation");
+    expect((await cell.counts()).ready).toBe(1020);
+    await cell.close();
+  });
+
+  it("is left at its working size when a commit comes while the copy runs, and truncated after the next quiet spell", async () => {
+    const { cell, clock, walBytes, state, path, letGo } = openCell();
+    await burst(cell, 10);
+    state.held = true;
+    clock.advance(quietMs);
+    await until(() => state.release.length === 1, "the copy on the checkpointer's thread");
+    await cell.send([text("woke up")]);
+    letGo();
+    await allCopied(path);
+    expect(walBytes()).toBeGreaterThan(0);
+    clock.advance(quietMs);
+    await until(() => walBytes() === 0, "the log's truncation");
+    expect((await cell.counts()).ready).toBe(1001);
+    await cell.close();
+  });
+
+  it("racing a close loses nothing: the close copies the log and deletes it, the copy's end does nothing", async () => {
+    const { cell, clock, state, errors, path, letGo } = openCell();
+    const sent = await burst(cell, 20);
+    state.held = true;
+    clock.advance(quietMs);
+    await until(() => state.release.length === 1, "the copy on the checkpointer's thread");
+    await cell.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    letGo();
+    await new Promise((resolve) => setImmediate(resolve));
+    // A close stops the watch: time going on starts nothing more.
+    clock.advance(10 * quietMs);
+    expect(state.copies).toBe(1);
+    expect(errors).toEqual([]);
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
+  });
+
+  it("racing a close while the thread is still copying loses nothing", async () => {
+    const { cell, clock, errors, path } = openCell();
+    const sent = await burst(cell, 50);
+    clock.advance(quietMs);
+    // No wait: the close asks the thread to let go of the file after the copy it was asked for.
+    await cell.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(errors).toEqual([]);
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
+  });
+
+  it("waits for a background checkpoint running when the quiet spell ends, and truncates when it ends, losing nothing", async () => {
+    const { cell, clock, walBytes, state, errors, path, letGo } = openCell({ checkpointWalBytes: 64 * 1024 });
+    state.held = true;
+    const sent = await burst(cell, 100);
+    // The log passed 64 KiB: a checkpoint's copy runs, its answer held.
+    await until(() => state.release.length === 1, "the size-driven checkpoint");
+    clock.advance(quietMs);
+    // The quiet spell found the checkpoint running and started no copy of its own.
+    expect(state.copies).toBe(1);
+    expect(walBytes()).toBeGreaterThan(0);
+    letGo();
+    // No more time needs to pass: the quiet spell is over already.
+    await until(() => walBytes() === 0, "the log's truncation");
+    expect(state.copies).toBe(1);
+    expect(errors).toEqual([]);
+    expect(new Set(await drain(cell))).toEqual(new Set(sent));
+    await cell.close();
+  });
+});
