@@ -178,16 +178,19 @@ test("consumers share one budget; one with nothing running still starts a batch,
   const budget = new InFlightBudget(2_000);
   const big = await holding("big", budget, {});
   await send(big.cell, bodyOf(1_000), bodyOf(1_000), bodyOf(1_000));
+  await until(() => big.dispatcher.batchesInFlight === 2, "two batches of big");
   await settle();
   expect(big.dispatcher.batchesInFlight).toBe(2);
   // The budget is full, but "small" runs nothing yet: it may start one batch, and only one.
   const small = await holding("small", budget, {});
   await send(small.cell, "a", "b");
+  await until(() => small.dispatcher.batchesInFlight === 1, "a batch of small");
   await settle();
   expect(small.dispatcher.batchesInFlight).toBe(1);
   expect(await small.cell.counts()).toMatchObject({ leased: 1, ready: 1 });
   // Room that "big" gives wakes "small", which takes its next batch before "big" takes its third.
   big.held.shift()!();
+  await until(() => small.dispatcher.batchesInFlight === 2, "a second batch of small");
   await settle();
   expect(small.dispatcher.batchesInFlight).toBe(2);
   expect(await small.cell.counts()).toMatchObject({ leased: 2, ready: 0 });
