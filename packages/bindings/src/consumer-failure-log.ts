@@ -10,6 +10,13 @@ import type { Clock, DeadLetterPolicy } from "@celld/queue-cell";
 export const repeatedFailureWindowMs = 60_000;
 
 /**
+ * Different errors of one queue printed in full within a window, at most. An error whose message
+ * names its message or job (`job 01K... failed`) is a new error at every batch, and without a bound
+ * would be printed every time, as before the window; past this the rest are counted in one summary.
+ */
+export const distinctErrorsPrintedMax = 5;
+
+/**
  * Batches whose handler's error has been reported and whose fate has not yet come back, at most.
  * The two travel apart (the error on workerd's stderr, the fate in the dispatch Worker's answer);
  * an error whose fate never comes (the wall time fired first, workerd died) must not stay for good.
@@ -33,6 +40,8 @@ export interface BatchFate {
 
 interface Window {
   queue: string;
+  /** One error, one outcome without an error, or every error of the queue past the first few. */
+  kind: "error" | "outcome" | "overflow";
   /** What the summary calls the failure: the error's first line, or the outcome. */
   about: string;
   endsAtMs: number;
@@ -76,11 +85,24 @@ export class ConsumerFailureLog {
   handlerThrew(queue: string, tag: string, text: string): void {
     const lines = text.split("\n");
     const firstFrame = lines.find((l) => /^\s+at /.test(l)) ?? "";
-    const key = JSON.stringify([queue, lines[0], firstFrame]);
-    const window = this.current(key);
-    if (window === undefined) {
+    let key = JSON.stringify([queue, lines[0], firstFrame]);
+    let window = this.current(key);
+    if (window === undefined && this.errorsPrinted(queue) >= distinctErrorsPrintedMax) {
+      key = JSON.stringify([queue, "overflow"]);
+      window = this.current(key);
+      if (window === undefined) {
+        // Its fates are counted too: the line below stands for each batch's.
+        this.open(key, queue, "overflow", "threw other errors").fateShown = true;
+        this.out.warn(
+          `queue "${queue}": the queue() handler threw ${distinctErrorsPrintedMax} different errors within ${this.windowMs / 1000} s; ` +
+            "the errors it throws next are counted, not printed, until that time has passed",
+        );
+        window = this.windows.get(key)!;
+      }
+      window.errorsUnprinted += 1;
+    } else if (window === undefined) {
       // The summary names the error as thrown, without the report's lead ("[celld] ... threw: ").
-      this.open(key, queue, `threw ${(lines[0] ?? "").replace(/^\[celld\] .*? threw: /, "")}`);
+      this.open(key, queue, "error", `threw ${(lines[0] ?? "").replace(/^\[celld\] .*? threw: /, "")}`);
       this.out.report(text);
     } else {
       window.errorsUnprinted += 1;
@@ -98,7 +120,7 @@ export class ConsumerFailureLog {
     const key = errorKey ?? JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
     // An error's window may have closed between the error and its fate: the fate then opens one of
     // its own, and its line is printed.
-    const window = this.current(key) ?? this.open(key, fate.queue, `failed (${fate.kind})`);
+    const window = this.current(key) ?? this.open(key, fate.queue, "outcome", `failed (${fate.kind})`);
     if (!window.fateShown) {
       window.fateShown = true;
       this.out.warn(fate.line);
@@ -126,10 +148,21 @@ export class ConsumerFailureLog {
     return undefined;
   }
 
-  private open(key: string, queue: string, about: string): Window {
+  /** Different errors of `queue` printed in full in windows still open. */
+  private errorsPrinted(queue: string): number {
+    let n = 0;
+    for (const key of [...this.windows.keys()]) {
+      const window = this.current(key);
+      if (window?.queue === queue && window.kind === "error") n += 1;
+    }
+    return n;
+  }
+
+  private open(key: string, queue: string, kind: Window["kind"], about: string): Window {
     const endsAtMs = this.clock.now() + this.windowMs;
     const window: Window = {
       queue,
+      kind,
       about,
       endsAtMs,
       cancelTimer: this.clock.schedule(endsAtMs, () => this.close(key)),
@@ -158,8 +191,10 @@ export class ConsumerFailureLog {
         ? ""
         : `; of their batches' messages, ${failedFate(window.size, window.retried, window.deadLettered, window.deadLetter)}`;
     this.out.warn(
-      `queue "${window.queue}": the queue() handler ${window.about} ${times} more time(s) within ${seconds} s of the ` +
-        `report above, not printed again${fate}`,
+      window.kind === "overflow"
+        ? `queue "${window.queue}": the queue() handler threw ${times} other error(s) within ${seconds} s of the notice above, not printed${fate}`
+        : `queue "${window.queue}": the queue() handler ${window.about} ${times} more time(s) within ${seconds} s of the ` +
+            `report above, not printed again${fate}`,
     );
   }
 }

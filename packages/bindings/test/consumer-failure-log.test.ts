@@ -1,0 +1,64 @@
+import { ManualClock } from "@celld/queue-cell";
+import { expect, test } from "vitest";
+import { ConsumerFailureLog, distinctErrorsPrintedMax, repeatedFailureWindowMs, type BatchFate } from "../src/consumer-failure-log.ts";
+
+// What a consumer failing again and again writes, on the fake clock; the end-to-end test
+// (test/consumer-failure-log.test.ts) has workerd's own reports. A report is printed as given; a
+// fate's line goes through warn().
+
+function logged() {
+  const clock = new ManualClock(1_000_000);
+  const lines: string[] = [];
+  const log = new ConsumerFailureLog(clock, { report: (text) => lines.push(`report: ${text}`), warn: (message) => lines.push(`warn: ${message}`) });
+  return { clock, lines, log };
+}
+
+const report = (message: string) => `[celld] queue() handler for "jobs" threw: Error: ${message}\n    at queue (worker.js:3:11)`;
+const fate = (tag: string): BatchFate => ({
+  queue: "jobs",
+  tag,
+  kind: "exception",
+  line: `queue "jobs": batch ${tag} failed; 1 of 1 message(s) will be retried`,
+  size: 1,
+  retried: 1,
+  deadLettered: 0,
+  deadLetter: { kind: "delete" },
+});
+
+test("an error that names its job is a new error every time: past the first few, the rest are counted in one line", () => {
+  const { clock, lines, log } = logged();
+  const failures = distinctErrorsPrintedMax + 4;
+  for (let i = 0; i < failures; i++) {
+    log.handlerThrew("jobs", `m${i}`, report(`job ${i} failed`));
+    log.batchFailed(fate(`m${i}`));
+  }
+  const printed = lines.filter((l) => l.startsWith("report: "));
+  expect(printed).toHaveLength(distinctErrorsPrintedMax);
+  expect(lines.filter((l) => l.startsWith("warn: ") && !l.includes("threw"))).toHaveLength(distinctErrorsPrintedMax);
+  expect(lines.at(-1)).toBe(
+    `warn: queue "jobs": the queue() handler threw ${distinctErrorsPrintedMax} different errors within 60 s; ` +
+      "the errors it throws next are counted, not printed, until that time has passed",
+  );
+  const before = lines.length;
+  clock.advance(repeatedFailureWindowMs);
+  expect(lines.slice(before)).toEqual([
+    `warn: queue "jobs": the queue() handler threw 4 other error(s) within 60 s of the notice above, not printed; ` +
+      "of their batches' messages, 4 of 4 message(s) will be retried",
+  ]);
+  // A new window: the next error is printed in full again.
+  log.handlerThrew("jobs", "n1", report("job 100 failed"));
+  expect(lines.at(-1)).toBe(`report: ${report("job 100 failed")}`);
+});
+
+test("an error already printed is still counted in its own window once the others overflow", () => {
+  const { clock, lines, log } = logged();
+  for (let i = 0; i < distinctErrorsPrintedMax; i++) log.handlerThrew("jobs", `m${i}`, report(`e${i}`));
+  log.handlerThrew("jobs", "again", report("e0"));
+  log.handlerThrew("jobs", "other", report("e-new"));
+  // Another queue has its own allowance.
+  log.handlerThrew("mail", "x", report("e-mail").replace('"jobs"', '"mail"'));
+  expect(lines.filter((l) => l.startsWith("report: "))).toHaveLength(distinctErrorsPrintedMax + 1);
+  clock.advance(repeatedFailureWindowMs);
+  expect(lines.filter((l) => l.includes("threw Error: e0 1 more time(s)"))).toHaveLength(1);
+  expect(lines.filter((l) => l.includes("threw 1 other error(s)"))).toHaveLength(1);
+});
