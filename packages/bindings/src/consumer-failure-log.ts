@@ -117,10 +117,14 @@ export class ConsumerFailureLog {
   batchFailed(fate: BatchFate): void {
     const errorKey = this.awaited.get(fate.tag);
     if (errorKey !== undefined) this.awaited.delete(fate.tag);
-    const key = errorKey ?? JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
-    // An error's window may have closed between the error and its fate: the fate then opens one of
-    // its own, and its line is printed.
-    const window = this.current(key) ?? this.open(key, fate.queue, "outcome", `failed (${fate.kind})`);
+    // An error's window may have closed between the error and its fate (in a storm, the minute
+    // often ends while a batch is being settled). The fate then goes by its outcome, as one whose
+    // error never came: a window opened under the error's key would count the error's next
+    // failures as that window's, so the error would not be printed for a minute, and past the
+    // distinct errors' bound the overflow's notice would not be printed either.
+    const errorWindow = errorKey === undefined ? undefined : this.current(errorKey);
+    const key = JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
+    const window = errorWindow ?? this.current(key) ?? this.open(key, fate.queue, "outcome", `failed (${fate.kind})`);
     if (!window.fateShown) {
       window.fateShown = true;
       this.out.warn(fate.line);

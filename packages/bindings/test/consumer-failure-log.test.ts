@@ -62,3 +62,39 @@ test("an error already printed is still counted in its own window once the other
   expect(lines.filter((l) => l.includes("threw Error: e0 1 more time(s)"))).toHaveLength(1);
   expect(lines.filter((l) => l.includes("threw 1 other error(s)"))).toHaveLength(1);
 });
+
+test("a fate that comes after its error's window has closed does not keep the next window's error from being printed", () => {
+  // In a storm the handler's error reaches celld before its batch is settled; the minute can end
+  // between the two.
+  const { clock, lines, log } = logged();
+  log.handlerThrew("jobs", "m1", report("boom"));
+  log.batchFailed(fate("m1"));
+  log.handlerThrew("jobs", "m2", report("boom"));
+  clock.advance(repeatedFailureWindowMs);
+  log.batchFailed(fate("m2"));
+  // The minute after: the same error is printed in full again, as a new window's first.
+  log.handlerThrew("jobs", "m3", report("boom"));
+  expect(lines.filter((l) => l.startsWith("report: "))).toEqual([`report: ${report("boom")}`, `report: ${report("boom")}`]);
+  log.batchFailed(fate("m3"));
+  log.handlerThrew("jobs", "m4", report("boom"));
+  log.batchFailed(fate("m4"));
+  const before = lines.length;
+  log.flush();
+  // The summary speaks of that report, under the error's name, with its batch's fate.
+  expect(lines.slice(before)).toEqual([
+    'warn: queue "jobs": the queue() handler threw Error: boom 1 more time(s) within 60 s of the report above, not printed again; ' +
+      "of their batches' messages, 1 of 1 message(s) will be retried",
+  ]);
+});
+
+test("past the distinct errors' bound, a late fate does not turn the overflow into a window without its notice", () => {
+  const { clock, lines, log } = logged();
+  for (let i = 0; i < distinctErrorsPrintedMax; i++) log.handlerThrew("jobs", `m${i}`, report(`e${i}`));
+  log.handlerThrew("jobs", "over", report("e-over"));
+  clock.advance(repeatedFailureWindowMs);
+  log.batchFailed(fate("over"));
+  for (let i = 0; i < distinctErrorsPrintedMax; i++) log.handlerThrew("jobs", `n${i}`, report(`f${i}`));
+  log.handlerThrew("jobs", "over2", report("f-over"));
+  expect(lines.filter((l) => l.startsWith("report: "))).toHaveLength(2 * distinctErrorsPrintedMax);
+  expect(lines.filter((l) => l.includes("different errors within"))).toHaveLength(2);
+});
