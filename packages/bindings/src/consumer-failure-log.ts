@@ -85,7 +85,10 @@ export class ConsumerFailureLog {
   handlerThrew(queue: string, tag: string, text: string): void {
     const lines = text.split("\n");
     const firstFrame = lines.find((l) => /^\s+at /.test(l)) ?? "";
-    let key = JSON.stringify([queue, lines[0], firstFrame]);
+    // An error rethrown with { cause } from one line reads the same whatever went wrong under it:
+    // its causes' first lines tell one failure from another.
+    const causes = lines.filter((l) => l.startsWith("Caused by: "));
+    let key = JSON.stringify([queue, lines[0], firstFrame, ...causes]);
     let window = this.current(key);
     if (window === undefined && this.errorsPrinted(queue) >= distinctErrorsPrintedMax) {
       key = JSON.stringify([queue, "overflow"]);

@@ -98,3 +98,17 @@ test("past the distinct errors' bound, a late fate does not turn the overflow in
   expect(lines.filter((l) => l.startsWith("report: "))).toHaveLength(2 * distinctErrorsPrintedMax);
   expect(lines.filter((l) => l.includes("different errors within"))).toHaveLength(2);
 });
+
+test("an error rethrown with a different cause is a different error: its cause is printed", () => {
+  // `throw new Error("job failed", { cause })` from one line: the first line and frame are the
+  // same whatever went wrong underneath, and the cause is what its author needs to read.
+  const { lines, log } = logged();
+  const wrapped = (cause: string) => `${report("job failed")}\nCaused by: Error: ${cause}\n    at db (worker.js:9:5)`;
+  log.handlerThrew("jobs", "m1", wrapped("connection refused"));
+  log.handlerThrew("jobs", "m2", wrapped("connection refused"));
+  log.handlerThrew("jobs", "m3", wrapped("disk full"));
+  expect(lines.filter((l) => l.startsWith("report: "))).toEqual([
+    `report: ${wrapped("connection refused")}`,
+    `report: ${wrapped("disk full")}`,
+  ]);
+});
