@@ -59,11 +59,12 @@ interface Window {
 
 /**
  * Bounds what a consumer that keeps failing writes to the log, without hiding what its author
- * needs. The first failure of each queue and error (its first line and first stack frame) is
- * printed in full, with the dispatcher's line on what became of its messages; further failures
- * alike within `windowMs` are counted; when the window ends (on its timer, at the next failure
- * after it, or at flush()), one line says how many more there were and what became of their
- * messages. A different error opens a window of its own, so it is printed at once. A Worker's own
+ * needs. The first failure of each queue and error (its first line, first stack frame and causes'
+ * first lines) is printed in full, with the dispatcher's line on what became of its messages;
+ * further failures alike within `windowMs` are counted; when the window ends (on its timer, at the
+ * next failure after it, or at flush()), one line says how many more there were and what became of
+ * their messages. A different error opens a window of its own, so it is printed at once, up to
+ * distinctErrorsPrintedMax of a queue; past them, one window counts the rest. A Worker's own
  * console output never comes here.
  */
 export class ConsumerFailureLog {
