@@ -8,26 +8,55 @@
  * time so the backlog stays small enough for that: kills land in and around those rewrites too.
  * With CELLD_CRASH_IDLE=1 producers and consumer all stop for 10 ms of every 30, and the log is
  * truncated after 2 ms without a commit (see walTruncateIdleMsDefault): kills land in and around
- * those truncations, and in the commits that start the log again after them.
+ * those truncations, and in the commits that start the log again after them. It prints
+ * "truncating" when it asks the checkpointer's thread to truncate and "truncated" when it answered.
+ * A kill on a timer seldom lands while the thread truncates (the cut of a small log takes well under
+ * a millisecond of every 30), so with CELLD_CRASH_TRUNCATE_KILL="<n> <us> <late>" the child kills
+ * itself at its n-th truncation, `us` microseconds after asking for it, without letting the event
+ * loop run meanwhile; it prints "killing <bytes of log>" first, so the parent knows whether the
+ * log was cut yet. With late=1, a send resolves right before that truncation is asked for: its
+ * frames are then copied by the truncation itself, with both flushes, under the kill.
  */
+import { statSync } from "node:fs";
 import { QueueCell, SqliteCellStore } from "../src/index.ts";
+import { WalCheckpointer } from "../src/wal-checkpointer.ts";
 
 const path = process.argv[2]!;
 const checkpointWalBytes = Number(process.argv[3] ?? 256 * 1024);
 const compact = process.env.CELLD_CRASH_COMPACT === "1";
 const idle = process.env.CELLD_CRASH_IDLE === "1";
+const [killAtTruncation = 0, killAfterUs = 0, killLate = 0] = (process.env.CELLD_CRASH_TRUNCATE_KILL ?? "0 0 0").split(" ").map(Number);
+let truncations = 0;
 const store = new SqliteCellStore(path, {
   durability: "full",
   checkpointWalBytes,
   ...(compact ? { compaction: { freeBytesMin: 32 * 1024, liveBytesMax: 8 * 1024 * 1024 } } : {}),
-  ...(idle ? { walTruncateIdleMs: 2 } : {}),
+  ...(idle ? { walTruncateIdleMs: 2, truncateLog } : {}),
   onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
 });
 const cell = new QueueCell({ name: "crash", store });
-const out = (line: string): void => {
+
+function out(line: string): void {
   // Synchronous write: a line printed is a line the parent will read, even if we die next.
   process.stdout.write(`${line}\n`);
-};
+}
+
+async function truncateLog(file: string): Promise<boolean> {
+  if (++truncations === killAtTruncation) {
+    if (killLate === 1) await sendSome(99, truncations);
+    out("truncating");
+    void WalCheckpointer.get().truncate(file);
+    // The thread truncates while this one spins: the event loop never learns that it answered.
+    const until = performance.now() + killAfterUs / 1000;
+    while (performance.now() < until);
+    out(`killing ${statSync(`${file}-wal`).size}`);
+    process.kill(process.pid, "SIGKILL");
+  }
+  out("truncating");
+  const done = await WalCheckpointer.get().truncate(file);
+  out("truncated");
+  return done;
+}
 
 /** With `idle`, waits out the quiet third of each 30 ms, when nobody writes. */
 async function quietSpell(): Promise<void> {
@@ -36,13 +65,17 @@ async function quietSpell(): Promise<void> {
   if (phase >= 20) await new Promise((resolve) => setTimeout(resolve, 30 - phase));
 }
 
+async function sendSome(worker: number, i: number): Promise<void> {
+  const n = 1 + ((worker + i) % 7);
+  const messages = Array.from({ length: n }, () => ({ body: new Uint8Array(64 + (i % 200)), contentType: "bytes" }));
+  const sent = await cell.send(messages);
+  out(`sent ${sent.ids.join(" ")}`);
+}
+
 async function producer(worker: number): Promise<void> {
   for (let i = 0; ; i++) {
     await quietSpell();
-    const n = 1 + ((worker + i) % 7);
-    const messages = Array.from({ length: n }, () => ({ body: new Uint8Array(64 + (i % 200)), contentType: "bytes" }));
-    const sent = await cell.send(messages);
-    out(`sent ${sent.ids.join(" ")}`);
+    await sendSome(worker, i);
   }
 }
 

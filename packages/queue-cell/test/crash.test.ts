@@ -31,6 +31,18 @@ interface Printed {
   sent: Set<string>;
   acking: Set<string>;
   acked: Set<string>;
+  /** Truncations asked for, and answered, before the kill (idle children only). */
+  truncating: number;
+  truncated: number;
+  /** A child that killed itself in a truncation: the bytes of log left at that moment (0: cut). */
+  killedWithLog?: number;
+}
+
+/** How an idle child dies: at its n-th truncation, `us` after asking, after a late send or not. */
+interface TruncationKill {
+  n: number;
+  us: number;
+  late: boolean;
 }
 
 /**
@@ -38,11 +50,17 @@ interface Printed {
  * its file is rewritten without its free pages whenever it has some; with `idle`, its load stops
  * now and then and its log is truncated in the pauses (see crash-child.ts).
  */
-function runAndKill(path: string, killAfterMs: number, modes: { compact: boolean; idle: boolean }): Promise<Printed> {
+function runAndKill(
+  path: string,
+  killAfterMs: number,
+  modes: { compact: boolean; idle: boolean; truncationKill?: TruncationKill },
+): Promise<Printed> {
   return new Promise((resolve, reject) => {
-    const env = { ...process.env, CELLD_CRASH_COMPACT: modes.compact ? "1" : "0", CELLD_CRASH_IDLE: modes.idle ? "1" : "0" };
+    const env: NodeJS.ProcessEnv = { ...process.env, CELLD_CRASH_COMPACT: modes.compact ? "1" : "0", CELLD_CRASH_IDLE: modes.idle ? "1" : "0" };
+    const kill = modes.truncationKill;
+    if (kill !== undefined) env.CELLD_CRASH_TRUNCATE_KILL = `${kill.n} ${kill.us} ${kill.late ? 1 : 0}`;
     const proc = spawn(process.execPath, [child, path], { stdio: ["ignore", "pipe", "pipe"], env });
-    const printed: Printed = { sent: new Set(), acking: new Set(), acked: new Set() };
+    const printed: Printed = { sent: new Set(), acking: new Set(), acked: new Set(), truncating: 0, truncated: 0 };
     let buffer = "";
     let stderr = "";
     proc.stdout.setEncoding("utf8");
@@ -56,6 +74,9 @@ function runAndKill(path: string, killAfterMs: number, modes: { compact: boolean
         else if (kind === "sent") ids.forEach((id) => printed.sent.add(id));
         else if (kind === "acking") ids.forEach((id) => printed.acking.add(id));
         else if (kind === "acked") ids.forEach((id) => printed.acked.add(id));
+        else if (kind === "truncating") printed.truncating++;
+        else if (kind === "truncated") printed.truncated++;
+        else if (kind === "killing") printed.killedWithLog = Number(ids[0]);
       }
     });
     proc.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -79,10 +100,27 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
   const everAcked = new Set<string>();
   const everAcking = new Set<string>();
   let totalSent = 0;
+  const idleKills = { timed: 0, inTruncation: 0, beforeCut: 0, afterCut: 0 };
   for (let cycle = 0; cycle < cycles; cycle++) {
     // Every third run rewrites the file (compaction) as it goes; every fourth pauses and truncates
-    // its log in the pauses (one in twelve does both).
-    const printed = await runAndKill(path, 20 + rand.int(200), { compact: cycle % 3 === 2, idle: cycle % 4 === 1 });
+    // its log in the pauses (one in twelve does both), and is killed on a timer like the others;
+    // every other fourth does so too and kills itself in one of its first truncations: shortly
+    // after asking (most often before the log is cut, when the truncation copies a late send) or
+    // a few milliseconds later (most often once it is cut).
+    const idle = cycle % 4 === 1 || cycle % 4 === 3;
+    const early = cycle % 8 === 3;
+    const truncationKill =
+      cycle % 4 === 3
+        ? { n: 1 + rand.int(3), us: early ? rand.int(300) : 3_000 + rand.int(17_000), late: early || rand.chance(0.5) }
+        : undefined;
+    const killAfterMs = truncationKill === undefined ? 20 + rand.int(200) : 5_000;
+    const printed = await runAndKill(path, killAfterMs, { compact: cycle % 3 === 2, idle, ...(truncationKill ? { truncationKill } : {}) });
+    if (cycle % 4 === 1) {
+      idleKills.timed++;
+      // The last truncation asked for had not answered when the timer's kill came.
+      if (printed.truncating > printed.truncated) idleKills.inTruncation++;
+    }
+    if (printed.killedWithLog !== undefined) idleKills[printed.killedWithLog > 0 ? "beforeCut" : "afterCut"]++;
     printed.sent.forEach((id) => everSent.add(id));
     printed.acked.forEach((id) => everAcked.add(id));
     printed.acking.forEach((id) => everAcking.add(id));
@@ -106,4 +144,11 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
     expect(revived, `cycle ${cycle}: acked messages back after SIGKILL`).toEqual([]);
   }
   expect(totalSent, "the child did not get to send anything; the test proved nothing").toBeGreaterThan(cycles);
+  console.log(`crash: idle children ${JSON.stringify(idleKills)}`);
+  // Kills inside a truncation are what the idle children are for: the test fails if none landed
+  // there, on either side of the cut, rather than pass without having tried.
+  if (cycles >= 16) {
+    expect(idleKills.beforeCut, "no child was killed in a truncation before the log was cut").toBeGreaterThan(0);
+    expect(idleKills.afterCut, "no child was killed in a truncation after the log was cut").toBeGreaterThan(0);
+  }
 });
