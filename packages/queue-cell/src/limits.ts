@@ -51,7 +51,8 @@ export const limits = {
   /**
    * File descriptors one open cell holds: its database, log and shared-memory files on two
    * connections (5 measured on Linux; up to 9 while the checkpointer's thread has the file open,
-   * which it has once it copied or truncated the log: a checkpoint, or 30 s of quiet after a write).
+   * from a checkpoint until the log is truncated after 30 s of quiet, when it closes its connection;
+   * then 6, as SQLite keeps that connection's descriptor of the file until the writer's closes).
    */
   openCellFileDescriptors: 5,
   /**
