@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore } from "../src/index.ts";
 import { walTruncateIdleMsDefault } from "../src/sqlite-store.ts";
-import { WalCheckpointer } from "../src/wal-checkpointer.ts";
+import { CheckpointFlushError, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { refs, text, until } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
@@ -15,7 +15,7 @@ const quietMs = walTruncateIdleMsDefault;
  * checkpointer's thread; while `held` is set, a copy's answer waits until the test lets it go, so
  * that the test can close, write or checkpoint while it runs.
  */
-function openCell(options: { path?: string; checkpointWalBytes?: number } = {}) {
+function openCell(options: { path?: string; checkpointWalBytes?: number; truncateLog?: (path: string) => Promise<boolean> } = {}) {
   const path = options.path ?? join(tempDir(), "q.sqlite");
   const clock = new ManualClock();
   const errors: unknown[] = [];
@@ -24,6 +24,7 @@ function openCell(options: { path?: string; checkpointWalBytes?: number } = {}) 
     durability: "full",
     clock,
     ...(options.checkpointWalBytes === undefined ? {} : { checkpointWalBytes: options.checkpointWalBytes }),
+    ...(options.truncateLog === undefined ? {} : { truncateLog: options.truncateLog }),
     onBackgroundError: (error) => errors.push(error),
     copyLog: async (file) => {
       state.copies++;
@@ -241,5 +242,26 @@ describe("an idle queue's log", () => {
       expect(await drain(cell)).toHaveLength(10 * 100);
       await cell.close();
     }
+  });
+
+  it("whose truncation's flush failed stops writes and is kept whole for the next open", async () => {
+    // What the thread answers when SQLite's flush of the file in wal_checkpoint(TRUNCATE) fails:
+    // the copy is not counted as done, and the log is not cut.
+    const { cell, clock, store, walBytes, errors, path } = openCell({
+      truncateLog: () => Promise.reject(new CheckpointFlushError("EIO: i/o error, fsync")),
+    });
+    const sent = await burst(cell, 20);
+    clock.advance(quietMs);
+    await until(() => store.failed !== undefined, "the failed truncation");
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toMatch(/flushing its database file to disk failed \(EIO: i\/o error, fsync\), so it takes no more writes/);
+    await expect(cell.send([text("after")])).rejects.toThrow(/takes no more writes until celld is restarted/);
+    // No later quiet spell tries again on a store that failed.
+    clock.advance(quietMs * 3);
+    expect(errors).toHaveLength(1);
+    expect(walBytes()).toBeGreaterThan(0);
+    await cell.close();
+    expect(walBytes()).toBeGreaterThan(0);
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
   });
 });
