@@ -38,3 +38,21 @@ test("under a limit with room for openCellsMax cells nothing is said", async () 
   const running = await runHost([config], p.dataDir, { openFilesLimit: 1_048_576 });
   expect(running.log.lines.filter((line) => line.includes("open-files limit"))).toEqual([]);
 });
+
+test("more consumed queues than the bound allows is warned of at start, with the limit to raise to", async () => {
+  const p = project();
+  const queues = ["a", "b", "c", "d", "e"];
+  const config = p.write({
+    "wrangler.toml":
+      `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n` +
+      `queues.consumers = [${queues.map((q) => `{ queue = "${q}" }`).join(", ")}]\n`,
+    "worker.js": "export default { async fetch() { return new Response('ok'); }, async queue() {} };",
+  });
+  // 40 descriptors: room for 4 open queues; the five consumed ones stay open regardless.
+  const running = await runHost([config], p.dataDir, { openFilesLimit: 40 });
+  expect(running.log.lines.filter((line) => line.startsWith("warn: ") && line.includes("open-files limit"))).toEqual([
+    "warn: 5 queues have consumers, which keep them open, but the open-files limit of 40 leaves room for 4: celld may run " +
+      "out of descriptors, and sends then fail; raise the limit to at least 50: ulimit -n before celld, or LimitNOFILE= in its systemd unit",
+  ]);
+  expect(running.host.registry.openNames()).toHaveLength(5);
+});

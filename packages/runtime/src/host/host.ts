@@ -15,7 +15,7 @@ import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim, noDefaultExportWarning, noQueueListenerWarning } from "./handler-error-shim.ts";
 import { addsQueueListener } from "./service-worker-listeners.ts";
-import { openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
+import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { queueErrorRecord } from "./queue-error-record.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
@@ -97,6 +97,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const openFilesLimit = options.openFilesLimit ?? readOpenFilesLimit();
   const openCellsMax = openCellsMaxFor(openFilesLimit);
   if (openFilesLimit !== undefined && openCellsMax < limits.openCellsMax) log.info(openCellsLoweredMessage(openFilesLimit, openCellsMax));
+  const consumed = options.deployment.workers.reduce((n, worker) => n + worker.consumers.length, 0);
+  if (openFilesLimit !== undefined && consumed > openCellsMax) log.warn(consumedPastOpenCellsMessage(openFilesLimit, openCellsMax, consumed));
   let registry: CellRegistry;
   try {
     registry = new CellRegistry({

@@ -42,3 +42,18 @@ export function openCellsLoweredMessage(openFilesLimit: number, openCellsMax: nu
     `raise the limit: ulimit -n before celld, or LimitNOFILE= in its systemd unit`
   );
 }
+
+/**
+ * The warning for a deployment with more consumed queues than the bound: a queue with a consumer
+ * is never closed, so the bound cannot hold them, and at about 6 descriptors each (more while
+ * written) plus a socket per call in flight, such a host ran out of descriptors (120 consumed
+ * queues at 1,024: sends failed as "Network connection lost").
+ */
+export function consumedPastOpenCellsMessage(openFilesLimit: number, openCellsMax: number, consumed: number): string {
+  return (
+    `${consumed} queues have consumers, which keep them open, but the open-files limit of ${openFilesLimit} leaves room ` +
+    `for ${openCellsMax}: celld may run out of descriptors, and sends then fail; raise the limit to at least ` +
+    `${Math.ceil((consumed * limits.openCellFileDescriptors) / limits.openCellsFileDescriptorShare)}: ulimit -n before celld, ` +
+    `or LimitNOFILE= in its systemd unit`
+  );
+}
