@@ -95,13 +95,13 @@ export class ConsumerFailureLog {
       key = JSON.stringify([queue, "overflow"]);
       window = this.current(key);
       if (window === undefined) {
+        window = this.open(key, queue, "overflow", "threw other errors");
         // Its fates are counted too: the line below stands for each batch's.
-        this.open(key, queue, "overflow", "threw other errors").fateShown = true;
+        window.fateShown = true;
         this.out.warn(
           `queue "${queue}": the queue() handler threw ${distinctErrorsPrintedMax} different errors within ${this.windowMs / 1000} s; ` +
             "the errors it throws next are counted, not printed, until that time has passed",
         );
-        window = this.windows.get(key)!;
       }
       window.errorsUnprinted += 1;
     } else if (window === undefined) {

@@ -1022,7 +1022,7 @@ export class SqliteCellStore implements CellStore {
   private async copyInBackground(): Promise<void> {
     for (let i = 0; i < backgroundCopiesMax && this.db.open; i++) {
       await this.copyLog(this.path);
-      if (!this.db.open || (this.walIndex?.uncheckpointedBytes() ?? 0) < this.checkpointWalBytes / 16) return;
+      if (!this.db.open || this.uncheckpointedBytes() < this.checkpointWalBytes / 16) return;
     }
   }
 
