@@ -253,6 +253,7 @@ export class QueueCell {
           throw failure;
         }
       },
+      writesHeld: () => this.store.writesHeld(),
       durable: () => this.store.durable()?.catch((error: unknown) => Promise.reject(this.callFailed(error, "flush"))),
       now: () => this.now(),
       beforeGroup: (nowMs) => {

@@ -123,6 +123,11 @@ export interface CellStore {
    * read. Undefined while every flush has worked and no damage was found.
    */
   readonly failed: CellError | undefined;
+  /**
+   * Settles once a transaction may start without the event loop waiting for a lock another
+   * thread holds (a quiet queue's log being truncated); undefined when one may start now.
+   */
+  writesHeld(): Promise<void> | undefined;
 
   /**
    * Inserts rows as ready. With `skipKnownIds` (a dead-letter move), a row is skipped whose id is

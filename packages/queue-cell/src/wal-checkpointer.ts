@@ -73,8 +73,9 @@ export class WalCheckpointer {
    * Copies what is left of `path`'s log into the file and truncates the log to nothing
    * (`wal_checkpoint(TRUNCATE)` with synchronous=FULL: the copy flushes both files, and SQLite cuts
    * the log only once every frame is in the flushed file). It holds the log's write lock meanwhile,
-   * so a commit of the writer's waits for it: asked for only once the queue is quiet and its log
-   * already copied, when that is a truncation alone. False when a reader kept it from finishing.
+   * so the writer keeps its groups until it answers (SqliteCellStore.writesHeld): asked for only
+   * once the queue is quiet and its log already copied, when that is a truncation alone. False
+   * when a reader kept it from finishing.
    */
   async truncate(path: string): Promise<boolean> {
     return (await this.ask("truncate", path)).busy !== true;

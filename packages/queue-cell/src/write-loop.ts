@@ -16,6 +16,8 @@ interface Job {
 export interface WriteLoopHooks {
   /** Runs `fn` as one transaction (the store's). */
   transaction: <T>(fn: () => T) => T;
+  /** When a transaction may start without the event loop waiting for a lock (CellStore.writesHeld). */
+  writesHeld: () => Promise<void> | undefined;
   /** When what has committed is on disk; undefined if it already is (CellStore.durable). */
   durable: () => Promise<void> | undefined;
   /** The group's time; the same for every call in the group. */
@@ -46,6 +48,8 @@ export class WriteLoop {
   private awaitingDisk = 0;
   /** Settles after the newest group's flush (flushes finish in commit order). */
   private lastFlush: Promise<void> = Promise.resolve();
+  /** The group the store held back (see WriteLoopHooks.writesHeld), written once it lets go. */
+  private heldGroup: Promise<void> | undefined;
 
   constructor(private readonly hooks: WriteLoopHooks) {}
 
@@ -69,6 +73,16 @@ export class WriteLoop {
 
   /** Writes everything queued now. Called by the timer and by close(). */
   flush(): void {
+    const held = this.pending.length === 0 ? undefined : this.hooks.writesHeld();
+    if (held !== undefined) {
+      // Still scheduled: calls arriving meanwhile join the held group rather than set a timer.
+      this.scheduled = true;
+      this.heldGroup ??= held.then(() => {
+        this.heldGroup = undefined;
+        this.flush();
+      });
+      return;
+    }
     this.scheduled = false;
     const jobs = this.pending;
     this.pending = [];
@@ -119,6 +133,7 @@ export class WriteLoop {
   async close(): Promise<void> {
     this.flush();
     this.closed = true;
+    while (this.heldGroup !== undefined) await this.heldGroup;
     await this.lastFlush;
   }
 }

@@ -1,5 +1,6 @@
 import { copyFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore } from "../src/index.ts";
 import { walTruncateIdleMsDefault } from "../src/sqlite-store.ts";
@@ -242,6 +243,65 @@ describe("an idle queue's log", () => {
       expect(await drain(cell)).toHaveLength(10 * 100);
       await cell.close();
     }
+  });
+
+  it("makes a send arriving during the truncation wait for it without holding the event loop, and loses nothing", async () => {
+    // The thread holds the log's write lock from its copy to its cut. Here a second connection of
+    // this thread holds it until the test lets go, then the real truncation runs: before, the
+    // send's commit waited for the lock in SQLite's busy handler on the event loop, which the test
+    // could never get back to let go of it (the send failed SQLITE_BUSY after 5 s).
+    const gate: { letGo?: () => void } = {};
+    const { cell, clock, store, walBytes, errors, path } = openCell({
+      truncateLog: async (file) => {
+        const holder = new Database(file);
+        holder.exec("BEGIN IMMEDIATE");
+        await new Promise<void>((resolve) => (gate.letGo = resolve));
+        holder.exec("COMMIT");
+        holder.close();
+        return WalCheckpointer.get().truncate(file);
+      },
+    });
+    const sent = await burst(cell, 20);
+    clock.advance(quietMs);
+    await until(() => gate.letGo !== undefined, "the truncation");
+    expect(store.writesHeld()).toBeInstanceOf(Promise);
+    let answered = false;
+    const during = cell.send([text("during")]).then((result) => {
+      answered = true;
+      return result.ids;
+    });
+    const loopStarted = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(Date.now() - loopStarted).toBeLessThan(1000);
+    expect(answered).toBe(false);
+    gate.letGo!();
+    const ids = await during;
+    expect(store.writesHeld()).toBeUndefined();
+    // The truncation ran before the send's commit, which started the log again.
+    expect(walBytes()).toBeGreaterThan(0);
+    expect(errors).toEqual([]);
+    expect(new Set(await drain(cell))).toEqual(new Set([...sent, ...ids]));
+    await cell.close();
+    expect(await idsAfterReopen(path)).toEqual([]);
+  });
+
+  it("closing while a truncation runs writes what was queued once it ends, and loses nothing", async () => {
+    const gate: { letGo?: () => void } = {};
+    const { cell, clock, path } = openCell({
+      truncateLog: async (file) => {
+        await new Promise<void>((resolve) => (gate.letGo = resolve));
+        return WalCheckpointer.get().truncate(file);
+      },
+    });
+    const sent = await burst(cell, 5);
+    clock.advance(quietMs);
+    await until(() => gate.letGo !== undefined, "the truncation");
+    const during = cell.send([text("during")]);
+    const closed = cell.close();
+    gate.letGo!();
+    const { ids } = await during;
+    await closed;
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set([...sent, ...ids]));
   });
 
   it("whose truncation's flush failed stops writes and is kept whole for the next open", async () => {
