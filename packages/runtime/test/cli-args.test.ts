@@ -182,3 +182,37 @@ describe("celld keys' usage lines", () => {
     expect(parseKeysArgs([action, ...rest, "-c", join("app", "wrangler.toml")], cwd).dataDir).toBe(join(nested, ".celld"));
   });
 });
+
+describe("celld dev --env", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  test("--env and -e name the environment; without either the top level runs", () => {
+    expect(parseDevArgs(["--env", "production"], cwd).environment).toBe("production");
+    expect(parseDevArgs(["-e", "staging"], cwd).environment).toBe("staging");
+    expect(parseDevArgs(["--env=staging"], cwd).environment).toBe("staging");
+    expect(parseDevArgs([], cwd).environment).toBeUndefined();
+  });
+
+  test("CLOUDFLARE_ENV chooses it when --env does not, as in wrangler 4; empty is unset", () => {
+    expect(parseDevArgs([], cwd, { CLOUDFLARE_ENV: "staging" }).environment).toBe("staging");
+    expect(parseDevArgs(["--env", "production"], cwd, { CLOUDFLARE_ENV: "staging" }).environment).toBe("production");
+    expect(parseDevArgs([], cwd, { CLOUDFLARE_ENV: "" }).environment).toBeUndefined();
+  });
+
+  test("an empty name, or one that could not be a file or Worker name suffix, is refused by its source", () => {
+    expect(refusal(() => parseDevArgs(["--env", ""], cwd))).toBe("--env needs an environment name, got an empty one");
+    expect(refusal(() => parseDevArgs(["--env", "../prod"], cwd))).toBe(
+      '--env must be an environment name of letters, digits, "_" and "-", got "../prod"',
+    );
+    expect(refusal(() => parseDevArgs([], cwd, { CLOUDFLARE_ENV: "prod uction" }))).toBe(
+      'CLOUDFLARE_ENV must be an environment name of letters, digits, "_" and "-", got "prod uction"',
+    );
+    expect(refusal(() => parseDevArgs(["-e"], cwd))).toBe("-e needs a value");
+  });
+
+  test("the usage text names the option", () => {
+    expect(usage).toContain("-e, --env ENV");
+    expect(usage).toContain("CLOUDFLARE_ENV");
+  });
+});

@@ -238,7 +238,7 @@ describe("warnings", () => {
     const deployment = parseDeployment(files(config), everyFileExists);
     expect(deployment.warnings).toEqual([
       { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
-      { file: "w.json", path: "env", message: "named environments are not supported; celld reads only the top-level keys" },
+      { file: "w.json", path: "env", message: "named environments are read only with --env NAME (or CLOUDFLARE_ENV); running the top-level configuration" },
       { file: "w.json", path: "routes", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
       { file: "w.json", path: "constructor", message: "is not a key celld knows; ignored" },

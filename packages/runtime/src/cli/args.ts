@@ -10,6 +10,8 @@ export interface DevArgs {
   host: string;
   dataDir: string;
   apiPort: number | undefined;
+  /** wrangler's named environment (`--env`, else CLOUDFLARE_ENV), applied to every config; unset: the top level. */
+  environment: string | undefined;
   /** For the user before anything starts: which config was found, when others were passed over. */
   warnings: string[];
 }
@@ -18,11 +20,14 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
                       this directory or the nearest parent that has one.
+  -e, --env ENV       run each config's [env.ENV] as wrangler dev --env does (Workers named
+                      <name>-ENV unless the section names them; .dev.vars.ENV, .env.ENV read).
+                      Default: CLOUDFLARE_ENV if set, else the top-level configuration
   --port PORT         HTTP port of the first Worker (default 8787; 0 picks a free port)
   --host HOST         address to listen on (default 127.0.0.1)
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
@@ -150,7 +155,7 @@ function usageOnRefusal(check: () => unknown): void {
   }
 }
 
-export function parseDevArgs(argv: string[], cwd: string): DevArgs {
+export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<Record<string, string | undefined>> = {}): DevArgs {
   const { values } = parseOptions({
     args: argv,
     options: {
@@ -159,10 +164,12 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
       host: { type: "string" },
       data: { type: "string" },
       "api-port": { type: "string" },
+      env: { type: "string", short: "e" },
     },
     strict: true,
     allowPositionals: false,
   });
+  const environment = environmentName(values.env, processEnv);
   // Kept as the user typed them, so errors name files the way the user did; they are relative
   // to the working directory the CLI runs in.
   let configs = values.config ?? [];
@@ -203,8 +210,30 @@ export function parseDevArgs(argv: string[], cwd: string): DevArgs {
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort,
+    environment,
     warnings,
   };
+}
+
+/** wrangler 4's variable for the environment; `--env` wins over it, as in wrangler. */
+export const cloudflareEnvVariable = "CLOUDFLARE_ENV";
+
+/**
+ * The environment to run: `--env`, else CLOUDFLARE_ENV (empty counts as unset, as a variable
+ * cleared with `CLOUDFLARE_ENV=` means to be). An `--env` given empty, or a name that cannot
+ * be an `[env.NAME]` table's key and a Worker name's suffix, is refused here rather than found
+ * missing in every config.
+ */
+function environmentName(flag: string | undefined, processEnv: Readonly<Record<string, string | undefined>>): string | undefined {
+  const fromVariable = processEnv[cloudflareEnvVariable];
+  const [source, name] =
+    flag !== undefined ? ["--env", flag] : fromVariable !== undefined && fromVariable !== "" ? [cloudflareEnvVariable, fromVariable] : [];
+  if (name === undefined) return undefined;
+  if (name === "") throw new UsageError("--env needs an environment name, got an empty one");
+  if (!/^[A-Za-z0-9_-]+$/.test(name)) {
+    throw new UsageError(`${source} must be an environment name of letters, digits, "_" and "-", got ${JSON.stringify(name)}`);
+  }
+  return name;
 }
 
 /**

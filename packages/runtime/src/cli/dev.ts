@@ -29,7 +29,7 @@ export async function dev(args: DevArgs): Promise<number> {
   for (const warning of args.warnings) log.warn(warning);
   let deployment;
   try {
-    deployment = loadDeployment(args.configs);
+    deployment = loadDeployment(args.configs, { environment: args.environment });
   } catch (error) {
     if (!isConfigError(error)) throw error;
     for (const line of formatWarnings(error.warnings)) log.warn(line);
@@ -38,6 +38,10 @@ export async function dev(args: DevArgs): Promise<number> {
     return exitStatus.config;
   }
   for (const line of formatWarnings(deployment.warnings)) log.warn(line);
+  // The names differ from the files' (`app-production`), and Durable Object storage follows them.
+  if (args.environment !== undefined) {
+    log.info(`environment "${args.environment}": Workers ${deployment.workers.map((w) => `"${w.name}"`).join(", ")}`);
+  }
   // Names only: the values are secrets.
   for (const { name, devVars } of deployment.workers) {
     if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);

@@ -28,7 +28,7 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "dev":
-      return dev(parseDevArgs(rest, process.cwd()));
+      return dev(parseDevArgs(rest, process.cwd(), process.env));
     case "keys":
       return keys(parseKeysArgs(rest, process.cwd()));
     case "version":

@@ -8,13 +8,27 @@ import { showValue, type ConfigIssue } from "./issues.ts";
  * Local secrets beside a config file, found as `wrangler dev` (4.x) finds them: `.dev.vars` in the
  * config's directory alone; or, only when there is none, `.env` and then `.env.local`, merged,
  * the later file winning for a name both set. Each entry becomes a string on the Worker's `env`,
- * replacing a `vars` entry of the same name. celld has no `--env`, so the `.dev.vars.<env>` and
- * `.env.<env>` variants are never read. As in wrangler, `${NAME}` references are expanded in the
- * `.env` files (see expandDotEnv) and never in `.dev.vars`.
+ * replacing a `vars` entry of the same name. With `--env NAME`, `.dev.vars.NAME` is read instead
+ * of `.dev.vars` when it exists, and `.env.NAME` then `.env.NAME.local` join the `.env` files, as
+ * wrangler dev reads them. As in wrangler, `${NAME}` references are expanded in the `.env` files
+ * (see expandDotEnv) and never in `.dev.vars`.
  */
 const devVarsFile = ".dev.vars";
-const dotEnvFiles = [".env", ".env.local"] as const;
-export const devVarsFileNames = [devVarsFile, ...dotEnvFiles] as const;
+
+/** The `.dev.vars` files to try, first found wins: the environment's, then the plain one. */
+function devVarsCandidates(environment: string | undefined): string[] {
+  return environment === undefined ? [devVarsFile] : [`${devVarsFile}.${environment}`, devVarsFile];
+}
+
+/** The `.env` files read when there is no `.dev.vars`, merged in this order (later wins). */
+function dotEnvFiles(environment: string | undefined): string[] {
+  return environment === undefined ? [".env", ".env.local"] : [".env", ".env.local", `.env.${environment}`, `.env.${environment}.local`];
+}
+
+/** Every file name dev vars may come from, for grouping their issues with their config. */
+export function devVarsFileNames(environment: string | undefined): string[] {
+  return [...devVarsCandidates(environment), ...dotEnvFiles(environment)];
+}
 
 /**
  * Reads one candidate file: its text, or undefined when it does not exist. Any other failure
@@ -46,18 +60,19 @@ export type DevVarsResult = { ok: true; devVars: DevVars | undefined } | { ok: f
  * `dotEnv: false` (CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false) reads `.dev.vars` alone.
  * `processEnv` (given when CLOUDFLARE_INCLUDE_PROCESS_ENV=true): where `.env` files would be read,
  * the environment's variables are taken too, and win over the files, as in wrangler.
+ * `environment` (`--env NAME`) adds that environment's files (see above).
  */
 export function devVarsBeside(
   configFile: string,
   read: ReadDevVarsFile,
-  options: { dotEnv?: boolean; processEnv?: ProcessEnv } = {},
+  options: { dotEnv?: boolean; processEnv?: ProcessEnv; environment?: string | undefined } = {},
 ): DevVarsResult {
   const dir = dirname(configFile);
-  const first = readOne(join(dir, devVarsFile), read);
+  const first = firstDevVarsFile(dir, read, options.environment);
   if (!first.ok) return first;
-  const texts = first.text !== undefined ? [{ file: join(dir, devVarsFile), text: first.text }] : [];
+  const texts = first.text !== undefined ? [{ file: first.file, text: first.text }] : [];
   if (texts.length === 0 && options.dotEnv !== false) {
-    for (const name of dotEnvFiles) {
+    for (const name of dotEnvFiles(options.environment)) {
       const file = join(dir, name);
       const found = readOne(file, read);
       if (!found.ok) return found;
@@ -142,6 +157,22 @@ function refersToObjectMember(value: string): boolean {
 
 type ReadResult = { ok: true; text: string | undefined } | { ok: false; issues: ConfigIssue[] };
 
+/** The first `.dev.vars` candidate that exists (`file` is the last one tried when none does). */
+function firstDevVarsFile(
+  dir: string,
+  read: ReadDevVarsFile,
+  environment: string | undefined,
+): { ok: true; file: string; text: string | undefined } | { ok: false; issues: ConfigIssue[] } {
+  let file = join(dir, devVarsFile);
+  for (const name of devVarsCandidates(environment)) {
+    file = join(dir, name);
+    const found = readOne(file, read);
+    if (!found.ok) return found;
+    if (found.text !== undefined) return { ok: true, file, text: found.text };
+  }
+  return { ok: true, file, text: undefined };
+}
+
 function readOne(file: string, read: ReadDevVarsFile): ReadResult {
   try {
     return { ok: true, text: read(file) };
@@ -185,7 +216,7 @@ export const includeProcessEnvVariable = "CLOUDFLARE_INCLUDE_PROCESS_ENV";
 /** For parseDeployment without a reader: texts in memory have no files beside them. */
 export const noDevVarsFiles: ReadDevVarsFile = () => undefined;
 
-/** `.dev.vars`, `.env` or `.env.local`: a file named by its kind, for messages. */
+/** `.dev.vars`, `.env`, `.env.local` (or an environment's): a file named by its kind, for messages. */
 export function devVarsKind(file: string): string {
   return basename(file);
 }

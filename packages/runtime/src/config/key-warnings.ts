@@ -57,7 +57,7 @@ const bundlingKeys: Record<string, string> = {
 /** Wrangler keys celld knows and deliberately ignores, by where they sit (entries as `[]`). */
 const ignoredKeys: Record<string, Record<string, string>> = {
   "": {
-    env: "named environments are not supported; celld reads only the top-level keys",
+    env: "named environments are read only with --env NAME (or CLOUDFLARE_ENV); running the top-level configuration",
     triggers: "is ignored: cron triggers do not fire under celld, so a scheduled() handler never runs",
     dev: "is ignored: celld dev takes its address from --port and --host",
     exports:

@@ -15,6 +15,7 @@ import {
 } from "./dev-vars.ts";
 import { assetsNotServed } from "./assets.ts";
 import { unmigratedClassWarnings } from "./durable-object-classes.ts";
+import { chooseEnvironment, definesEnvironments } from "./environments.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
 import { keyWarnings } from "./key-warnings.ts";
 import { moduleRuleWarnings } from "./module-rule-warnings.ts";
@@ -48,6 +49,11 @@ export interface ParseOptions {
    * empty environment. loadDeployment passes process.env.
    */
   env?: ProcessEnv;
+  /**
+   * wrangler's `--env NAME`: each file's `[env.NAME]` over its top level (environments.ts), and
+   * `.dev.vars.NAME` / `.env.NAME` beside it. Unset: the top level alone, as before.
+   */
+  environment?: string;
 }
 
 /**
@@ -55,21 +61,21 @@ export interface ParseOptions {
  * (or `.env` files) beside each, and validates them whole. Throws a ConfigError listing every problem
  * in every file, unreadable files included.
  */
-export function loadDeployment(configPaths: string[]): Deployment {
-  const devVarsOptions = devVarsSettings(process.env);
+export function loadDeployment(configPaths: string[], options: Pick<ParseOptions, "environment"> = {}): Deployment {
+  const devVarsOptions = { ...devVarsSettings(process.env), environment: options.environment };
   return validate(
     configPaths.map((path) => ({
       path,
       parsed: readConfig(path),
       devVars: devVarsBeside(path, readDevVarsFromDisk, devVarsOptions),
     })),
-    {},
+    options,
   );
 }
 
 /** The same as loadDeployment, from texts already in memory. Reads nothing but `fileExists`. */
 export function parseDeployment(files: ConfigSource[], options: ParseOptions = {}): Deployment {
-  const devVarsOptions = devVarsSettings(options.env ?? {});
+  const devVarsOptions = { ...devVarsSettings(options.env ?? {}), environment: options.environment };
   return validate(
     files.map(({ path, text }) => ({
       path,
@@ -116,19 +122,29 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
   const raw: RawFile[] = [];
   const workers: { file: string; worker: WorkerConfig }[] = [];
   const brokenDevVars = new Set<string>();
+  // Paths in a file's issues are written as the user wrote them: `env.production.queues...`.
+  const located = new Map<string, (path: string) => string>();
+  const noneDefined = !files.some(({ parsed }) => parsed.ok && definesEnvironments(parsed.value));
 
   for (const { path, parsed, devVars: found } of files) {
     const configPath = resolve(path);
-    const data = parsed.ok ? parsed.value : undefined;
+    const chosen = parsed.ok ? chooseEnvironment(path, parsed.value, options.environment, noneDefined) : undefined;
+    // A file whose environment cannot be chosen runs nothing, so nothing in it is checked further.
+    const data = chosen !== undefined && chosen.issues.length === 0 ? chosen.data : undefined;
+    located.set(path, chosen?.located ?? ((p) => p));
+    if (chosen !== undefined) {
+      issues.push(...chosen.issues);
+      warnings.push(...chosen.warnings);
+    }
     const required = onlyRequiredSecrets(path, data, found.ok ? found.devVars : undefined);
     const fromEnv = withoutProcessEnvOverBindings(path, data, required.devVars);
     const devVars = fromEnv.devVars;
     warnings.push(...required.warnings, ...fromEnv.warnings);
     raw.push({ file: path, dir: dirname(configPath), data, devVars });
     if (!parsed.ok) issues.push(...parsed.issues);
-    else {
-      warnings.push(...keyWarnings(path, parsed.value));
-      const checked = workerFileSchema.safeParse(parsed.value);
+    else if (data !== undefined) {
+      warnings.push(...keyWarnings(path, data));
+      const checked = workerFileSchema.safeParse(data);
       if (checked.success) {
         workers.push({ file: path, worker: toWorkerConfig(configPath, checked.data, devVars) });
         warnings.push(...deliveryDelayWarnings(path, checked.data));
@@ -146,23 +162,29 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
     }
   }
   issues.push(...deploymentIssues(raw, options.fileExists ?? isFile, options.directoryExists ?? isDirectory));
+  const asWritten = (i: ConfigIssue): ConfigIssue => {
+    const locate = located.get(i.file);
+    return locate === undefined || i.path === "" ? i : { ...i, path: locate(i.path) };
+  };
 
-  if (issues.length > 0) throw new ConfigError(byFileOrder(issues, raw), warnings);
+  if (issues.length > 0) {
+    throw new ConfigError(byFileOrder(issues.map(asWritten), raw, options.environment), warnings.map(asWritten));
+  }
   const notServed = assetsNotServed(workers);
   warnings.push(...notServed.values());
   const served = workers.map(({ worker }) => (notServed.has(worker) ? { ...worker, assets: undefined } : worker));
-  return { workers: served, queues: queuesOf(served), warnings };
+  return { workers: served, queues: queuesOf(served), warnings: warnings.map(asWritten) };
 }
 
 /**
  * Groups issues by config file in the order the files were given, a `.dev.vars` with its config,
  * keeping each file's own order.
  */
-function byFileOrder(issues: ConfigIssue[], files: RawFile[]): ConfigIssue[] {
+function byFileOrder(issues: ConfigIssue[], files: RawFile[], environment: string | undefined): ConfigIssue[] {
   const rank = new Map<string, number>();
   files.forEach((f, i) => {
     rank.set(f.file, i);
-    for (const name of devVarsFileNames) {
+    for (const name of devVarsFileNames(environment)) {
       const beside = join(dirname(f.file), name);
       if (!rank.has(beside)) rank.set(beside, i);
     }
