@@ -52,7 +52,8 @@ describe("celld's argument refusals say what to type instead", () => {
 
   test("an option without its value says so", () => {
     expect(refusal(() => parseDevArgs(["--port"], cwd))).toBe("--port needs a value");
-    expect(refusal(() => parseDevArgs(["-c"], cwd))).toBe("-c needs a value");
+    expect(refusal(() => parseDevArgs(["-c"], cwd))).toBe("-c/--config needs a value");
+    expect(refusal(() => parseDevArgs(["--config"], cwd))).toBe("-c/--config needs a value");
     expect(refusal(() => parseKeysArgs(["create", "--org"], cwd))).toBe("--org needs a value");
   });
 
@@ -208,7 +209,8 @@ describe("celld dev --env", () => {
     expect(refusal(() => parseDevArgs([], cwd, { CLOUDFLARE_ENV: "prod uction" }))).toBe(
       'CLOUDFLARE_ENV must be an environment name of letters, digits, "_" and "-", got "prod uction"',
     );
-    expect(refusal(() => parseDevArgs(["-e"], cwd))).toBe("-e needs a value");
+    expect(refusal(() => parseDevArgs(["-e"], cwd))).toBe("-e/--env needs a value");
+    expect(refusal(() => parseDevArgs(["--env"], cwd))).toBe("-e/--env needs a value");
   });
 
   test("the usage text names the option", () => {

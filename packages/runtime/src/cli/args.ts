@@ -260,7 +260,8 @@ function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof p
       throw new UsageError(`unexpected argument "${given}"${hint}`);
     }
     if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
-      const option = /'(--?[\w-]+)/.exec(message)?.[1];
+      // "Option '-e, --env <value>' argument missing" whichever form was typed: both are named.
+      const option = /'(-\w, --[\w-]+|--?[\w-]+)/.exec(message)?.[1]?.replace(", ", "/");
       throw new UsageError(option === undefined ? message : `${option} needs a value`);
     }
     throw error;
