@@ -97,7 +97,7 @@ describe("--env NAME: problems inside a section are named by their path in it", 
     };
     expect(lines(() => parse([file("wrangler.json", { name: "w", env: { production } })], "production"))).toEqual([
       `wrangler.json: env.production.queues.consumers[0].max_batch_size: must be from ${limits.maxBatchSizeMin} to ${limits.maxBatchSizeMax}, got ${limits.maxBatchSizeMax + 1}`,
-      "wrangler.json: env.production.queues.consumers[1].queue: queue \"q\" is already consumed by wrangler.json (queues.consumers[0]); only one script may consume a queue",
+      "wrangler.json: env.production.queues.consumers[1].queue: queue \"q\" is already consumed by wrangler.json (env.production.queues.consumers[0]); only one script may consume a queue",
     ]);
   });
 

@@ -21,6 +21,11 @@ export interface RawFile {
   data: unknown;
   /** The `.dev.vars` (or `.env`) beside it, when there is one and it parsed. */
   devVars?: DevVars | undefined;
+  /**
+   * A key path of `data` as written in the file (`env.production.queues…` under `--env`), for a
+   * message that points at this file from another's issue. The issue's own path is mapped by the caller.
+   */
+  located?: ((path: string) => string) | undefined;
 }
 
 export function deploymentIssues(
@@ -34,7 +39,7 @@ export function deploymentIssues(
   const nameOwner = new Map<string, string>();
   const consumerOwner = new Map<string, string>();
   const deadLetterOf = new Map<string, { file: string; path: string; target: string }>();
-  for (const { file, dir, data, devVars } of files) {
+  for (const { file, dir, data, devVars, located } of files) {
     const name = rawString(data, "name");
     const nameTakenBy = name === undefined ? undefined : nameOwner.get(name);
     if (name !== undefined && nameTakenBy === undefined) nameOwner.set(name, file);
@@ -61,7 +66,7 @@ export function deploymentIssues(
       const queue = rawString(entry, "queue");
       if (queue === undefined) continue;
       const owner = consumerOwner.get(queue);
-      if (owner === undefined) consumerOwner.set(queue, `${file} (${at})`);
+      if (owner === undefined) consumerOwner.set(queue, `${file} (${located?.(at) ?? at})`);
       else {
         const why = "only one script may consume a queue";
         report(file, `${at}.queue`, `queue ${showValue(queue)} is already consumed by ${owner}; ${why}`);

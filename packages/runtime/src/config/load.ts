@@ -140,7 +140,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
     const fromEnv = withoutProcessEnvOverBindings(path, data, required.devVars);
     const devVars = fromEnv.devVars;
     warnings.push(...required.warnings, ...fromEnv.warnings);
-    raw.push({ file: path, dir: dirname(configPath), data, devVars });
+    raw.push({ file: path, dir: dirname(configPath), data, devVars, located: chosen?.located });
     if (!parsed.ok) issues.push(...parsed.issues);
     else if (data !== undefined) {
       warnings.push(...keyWarnings(path, data));
