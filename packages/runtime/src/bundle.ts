@@ -2,6 +2,7 @@ import { builtinModules, type SourceMapPayload } from "node:module";
 import { dirname, resolve } from "node:path";
 import { build, type BuildFailure, type Message, type OutputFile, type Plugin } from "esbuild";
 import type { WorkerConfig } from "./config/index.ts";
+import { resolveNodejsCompat } from "./config/nodejs-compat.ts";
 import { moduleRulesPlugin, type AdditionalModule } from "./module-rules.ts";
 
 /**
@@ -106,7 +107,7 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
       plugins: [
         // First, as in wrangler: an alias replaces a Node built-in or a module-rules file too.
         aliases(worker.alias, workingDir),
-        nodeBuiltins(worker.compatibilityFlags),
+        nodeBuiltins(worker.compatibilityDate, worker.compatibilityFlags),
         // Names are relative to main's directory, Miniflare's modulesRoot (host/worker-options.ts),
         // for the plain bundle and the consumer's shimmed one alike.
         ...(moduleRules ? [moduleRulesPlugin(dirname(worker.main), collected, worker.moduleRules)] : []),
@@ -178,13 +179,13 @@ function aliases(alias: Readonly<Record<string, string>>, configDir: string): Pl
   };
 }
 
-const nodeCompatFlags = ["nodejs_compat", "nodejs_compat_v2"];
 const builtinNames = new Set(builtinModules.filter((name) => !name.startsWith("_")));
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 const bareBuiltin = new RegExp(`^(?:${[...builtinNames].map(escapeRegExp).join("|")})$`);
 
-function nodeBuiltins(flags: readonly string[]): Plugin {
-  const compat = nodeCompatFlags.some((flag) => flags.includes(flag));
+function nodeBuiltins(compatibilityDate: string, flags: readonly string[]): Plugin {
+  const resolved = resolveNodejsCompat(compatibilityDate, flags);
+  const compat = resolved.nodejsCompat || resolved.nodejsCompatV2;
   // workerd's nodejs_als flag provides AsyncLocalStorage alone, without the rest of Node.
   const provided = (name: string) => compat || (flags.includes("nodejs_als") && name === "async_hooks");
   return {
@@ -196,7 +197,7 @@ function nodeBuiltins(flags: readonly string[]): Plugin {
       b.onResolve({ filter: /^node:/ }, (args) => {
         const name = args.path.slice("node:".length);
         if (provided(name)) return { path: args.path, external: true };
-        return { errors: [{ text: needsCompat(args.path) }] };
+        return { errors: [{ text: needsCompat(args.path, flags) }] };
       });
       // A bare `buffer` may be an npm polyfill in node_modules: without compatibility, let esbuild
       // look for one (a failure is reworded in toBundleMessage).
@@ -207,13 +208,15 @@ function nodeBuiltins(flags: readonly string[]): Plugin {
   };
 }
 
-function needsCompat(specifier: string): string {
-  return `"${specifier}" is a Node.js built-in module; add "nodejs_compat" to compatibility_flags to use it`;
+function needsCompat(specifier: string, flags: readonly string[]): string {
+  // On a date that turns compatibility on by itself, only the opt-out flag can have turned it off.
+  const change = flags.includes("no_nodejs_compat") ? 'remove "no_nodejs_compat" from' : 'add "nodejs_compat" to';
+  return `"${specifier}" is a Node.js built-in module; ${change} compatibility_flags to use it`;
 }
 
 function toBundleMessage(m: Message, workingDir: string, worker: WorkerConfig): BundleMessage {
   const unresolved = /^Could not resolve "([^"]+)"$/.exec(m.text)?.[1];
-  const text = unresolved !== undefined && builtinNames.has(unresolved) ? needsCompat(unresolved) : m.text;
+  const text = unresolved !== undefined && builtinNames.has(unresolved) ? needsCompat(unresolved, worker.compatibilityFlags) : m.text;
   if (m.location === null) return { file: worker.main, text };
   return {
     file: resolve(workingDir, m.location.file),

@@ -2,6 +2,7 @@ import { dirname, join } from "node:path";
 import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions } from "miniflare";
 import type { WorkerBundle } from "../bundle.ts";
 import type { AssetsConfig, WorkerConfig } from "../config/index.ts";
+import { runtimeCompatibilityFlags } from "../config/nodejs-compat.ts";
 
 /**
  * A Worker's own Miniflare options: its bundled code, compatibility settings and the bindings
@@ -13,11 +14,11 @@ export function workerOptions(
   bundle: WorkerBundle,
   warn: (message: string) => void,
 ): WorkerOptions {
+  const compatibility = runnableCompatibility(worker, warn);
   return {
     name: worker.name,
     ...workerCode(worker, bundle),
-    compatibilityDate: runnableCompatibilityDate(worker, warn),
-    compatibilityFlags: worker.compatibilityFlags,
+    ...compatibility,
     bindings: worker.vars as Record<string, never>,
     kvNamespaces: Object.fromEntries(worker.kvNamespaces.map((kv) => [kv.binding, kv.id])),
     d1Databases: Object.fromEntries(worker.d1Databases.map((d1) => [d1.binding, d1.databaseId])),
@@ -105,12 +106,23 @@ function workerCode(
 /**
  * workerd refuses a compatibility date newer than itself. Like wrangler, fall back to the newest
  * date this workerd supports and say so, rather than refuse a project written for a newer one.
+ * What the newer date turned on by itself and the older one does not (Node.js compatibility, from
+ * 2026-08-04) is kept, as flags: otherwise a project as create-cloudflare writes it would lose
+ * the Node.js built-ins it bundled with.
  */
-export function runnableCompatibilityDate(worker: WorkerConfig, warn: (message: string) => void): string {
-  if (worker.compatibilityDate <= supportedCompatibilityDate) return worker.compatibilityDate;
-  warn(
-    `${worker.configPath}: compatibility_date "${worker.compatibilityDate}" is newer than this workerd ` +
-      `supports; running Worker "${worker.name}" with "${supportedCompatibilityDate}" instead`,
-  );
-  return supportedCompatibilityDate;
+export function runnableCompatibility(
+  worker: WorkerConfig,
+  warn: (message: string) => void,
+): { compatibilityDate: string; compatibilityFlags: string[] } {
+  const date = worker.compatibilityDate <= supportedCompatibilityDate ? worker.compatibilityDate : supportedCompatibilityDate;
+  const flags = runtimeCompatibilityFlags(worker.compatibilityDate, worker.compatibilityFlags, date);
+  if (date !== worker.compatibilityDate) {
+    const added = flags.filter((flag) => !worker.compatibilityFlags.includes(flag));
+    warn(
+      `${worker.configPath}: compatibility_date "${worker.compatibilityDate}" is newer than this workerd ` +
+        `supports; running Worker "${worker.name}" with "${date}" instead` +
+        (added.length === 0 ? "" : `, and with ${added.map((f) => `"${f}"`).join(", ")}, which "${worker.compatibilityDate}" turns on by itself`),
+    );
+  }
+  return { compatibilityDate: date, compatibilityFlags: flags };
 }
