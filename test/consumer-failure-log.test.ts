@@ -101,3 +101,46 @@ test("a handler that fails once and then succeeds prints its one error as before
   await h.close();
   expect(summaries(h)).toEqual([]);
 });
+
+// wrangler dev warns of each message it moves to a dead-letter queue or drops; celld said nothing
+// when the handler returned normally after retry(), so a message deleted after its last retry()
+// left no trace in the log.
+test.each([
+  ['dead_letter_queue = "dead"', 'went to the dead-letter queue "dead"'],
+  ["", "was deleted (the consumer names no dead_letter_queue)"],
+])("messages a handler retry()s past their last delivery are said, then counted like failures (%s)", async (dlq, where) => {
+  const p = project();
+  const main = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 1${dlq === "" ? "" : `, ${dlq}`} }]
+`,
+    "worker.js": `export default {
+  async fetch(request, env) { await env.JOBS.send({}); return new Response("sent"); },
+  async queue(batch) { for (const m of batch.messages) m.retry(); },
+};
+`,
+  });
+  const h = await runHost([main], p.dataDir);
+  const said = () => h.log.lines.filter((l) => l.startsWith('warn: queue "jobs": the queue() handler retried'));
+  await h.fetch("/", { method: "POST" });
+  await settled(h, 2);
+  expect(said()).toEqual([
+    `warn: queue "jobs": the queue() handler retried message(s) on their last delivery; 0 of 1 message(s) will be retried; 1 had no retries left and ${where}`,
+  ]);
+
+  await h.fetch("/", { method: "POST" });
+  await h.fetch("/", { method: "POST" });
+  await settled(h, 6);
+  expect(said()).toHaveLength(1);
+  h.clock.advance(repeatedFailureWindowMs);
+  const summary = await eventually(() => said()[1], "the summary");
+  const plural = where.replace("was deleted", "were deleted");
+  expect(summary).toBe(
+    'warn: queue "jobs": the queue() handler retried messages past their last delivery 2 more time(s) within 60 s of the report above, ' +
+      `not printed again; of their batches' messages, 0 of 2 message(s) will be retried; 2 had no retries left and ${plural}`,
+  );
+});

@@ -484,11 +484,11 @@ export class ConsumerDispatcher {
     }
     const deadLetter = this.cell.queueConfig.deadLetter;
     const fate = failedFate(batch.length, settled.retried, settled.deadLettered, deadLetter);
-    const warnFailed = (kind: string, line: string): void => {
+    const warnFailed = (kind: string, line: string, about?: string): void => {
       if (this.failures === undefined) this.log.warn(line);
       else {
         const { retried, deadLettered } = settled;
-        this.failures.batchFailed({ queue, tag: batch[0]!.id, kind, line, size: batch.length, retried, deadLettered, deadLetter });
+        this.failures.batchFailed({ queue, tag: batch[0]!.id, kind, about, line, size: batch.length, retried, deadLettered, deadLetter });
       }
     };
     if (result === "failed") {
@@ -505,6 +505,14 @@ export class ConsumerDispatcher {
       );
     } else if (typeof result !== "string" && result.outcome !== "ok") {
       warnFailed(result.outcome, `queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ${fate}`);
+    } else if (settled.deadLettered > 0) {
+      // The handler returned, but retry() on a last delivery moved or deleted messages: wrangler
+      // dev warns of each, and without a line a deleted message would leave no trace at all.
+      warnFailed(
+        "retried",
+        `queue "${queue}": the queue() handler retried message(s) on their last delivery; ${fate}`,
+        "retried messages past their last delivery",
+      );
     }
     this.onBatch?.({
       queue,

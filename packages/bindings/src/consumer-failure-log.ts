@@ -30,6 +30,8 @@ export interface BatchFate {
   tag: string;
   /** Why it failed when no error was reported for it: "exception", "wall-time", "exceededCpu", ... */
   kind: string;
+  /** What the summary calls the failure; `failed (<kind>)` when absent. */
+  about?: string | undefined;
   /** The line the dispatcher would print for this batch, said once per window. */
   line: string;
   size: number;
@@ -128,7 +130,7 @@ export class ConsumerFailureLog {
     // distinct errors' bound the overflow's notice would not be printed either.
     const errorWindow = errorKey === undefined ? undefined : this.current(errorKey);
     const key = JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
-    const window = errorWindow ?? this.current(key) ?? this.open(key, fate.queue, "outcome", `failed (${fate.kind})`);
+    const window = errorWindow ?? this.current(key) ?? this.open(key, fate.queue, "outcome", fate.about ?? `failed (${fate.kind})`);
     if (!window.fateShown) {
       window.fateShown = true;
       this.out.warn(fate.line);
