@@ -104,8 +104,9 @@ function workerCode(
 }
 
 /**
- * workerd refuses a compatibility date newer than itself. Like wrangler, fall back to the newest
- * date this workerd supports and say so, rather than refuse a project written for a newer one.
+ * workerd refuses a compatibility date newer than itself. Fall back to the newest date this workerd
+ * supports and say so, rather than refuse a project written for a newer one (wrangler 4.86, on the
+ * same workerd, refuses to start; celld has no deploy step where that refusal would protect anyone).
  * What the newer date turned on by itself and the older one does not (Node.js compatibility, from
  * 2026-08-04) is kept, as flags: otherwise a project as create-cloudflare writes it would lose
  * the Node.js built-ins it bundled with.
