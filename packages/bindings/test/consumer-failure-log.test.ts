@@ -1,6 +1,13 @@
 import { ManualClock } from "@celld/queue-cell";
 import { expect, test } from "vitest";
-import { ConsumerFailureLog, distinctErrorsPrintedMax, repeatedFailureWindowMs, type BatchFate } from "../src/consumer-failure-log.ts";
+import {
+  ConsumerFailureLog,
+  distinctErrorsPrintedMax,
+  fateWaitForErrorMs,
+  repeatedFailureWindowMs,
+  waitingFatesMax,
+  type BatchFate,
+} from "../src/consumer-failure-log.ts";
 
 // What a consumer failing again and again writes, on the fake clock; the end-to-end test
 // (test/consumer-failure-log.test.ts) has workerd's own reports. A report is printed as given; a
@@ -111,4 +118,74 @@ test("an error rethrown with a different cause is a different error: its cause i
     `report: ${wrapped("connection refused")}`,
     `report: ${wrapped("disk full")}`,
   ]);
+});
+
+// The error comes on workerd's stderr, the fate in the dispatch Worker's answer: either can be first.
+for (const order of ["error first", "fate first"] as const) {
+  test(`${order}: the error is printed with its fate, and the same failure again is counted in its window`, () => {
+    const { clock, lines, log } = logged();
+    const fail = (tag: string) => {
+      if (order === "error first") {
+        log.handlerThrew("jobs", tag, report("boom"));
+        log.batchFailed(fate(tag));
+      } else {
+        log.batchFailed(fate(tag));
+        clock.advance(fateWaitForErrorMs - 1);
+        log.handlerThrew("jobs", tag, report("boom"));
+      }
+    };
+    fail("m1");
+    fail("m2");
+    expect(lines).toEqual([`report: ${report("boom")}`, `warn: ${fate("m1").line}`]);
+    log.flush();
+    expect(lines.slice(2)).toEqual([
+      'warn: queue "jobs": the queue() handler threw Error: boom 1 more time(s) within 60 s of the report above, not printed again; ' +
+        "of their batches' messages, 1 of 1 message(s) will be retried",
+    ]);
+  });
+}
+
+test("a fate whose error never comes is printed by its outcome once it has waited, and is then forgotten", () => {
+  const { clock, lines, log } = logged();
+  log.batchFailed(fate("m1"));
+  clock.advance(fateWaitForErrorMs - 1);
+  expect(lines).toEqual([]);
+  clock.advance(1);
+  expect(lines).toEqual([`warn: ${fate("m1").line}`]);
+  // Its error, should it come after all, is printed as its own, not paired with a fate gone by.
+  log.handlerThrew("jobs", "m1", report("late"));
+  expect(lines.slice(1)).toEqual([`report: ${report("late")}`]);
+  // Batches that failed with no throw have no error to wait for.
+  log.batchFailed({ ...fate("w1"), kind: "wall-time", line: "wall time" });
+  expect(lines.at(-1)).toBe("warn: wall time");
+});
+
+test("fates waiting for their error are bounded: past the bound, the one that waited longest goes at once", () => {
+  const { clock, lines, log } = logged();
+  for (let i = 0; i < waitingFatesMax; i++) log.batchFailed(fate(`m${i}`));
+  expect(lines).toEqual([]);
+  log.batchFailed(fate("one-more"));
+  expect(lines).toEqual([`warn: ${fate("m0").line}`]);
+  clock.advance(fateWaitForErrorMs);
+  // The rest went by their outcome together, counted in the outcome's window.
+  expect(lines).toHaveLength(1);
+  log.flush();
+  expect(lines.at(-1)).toContain(`failed (exception) ${waitingFatesMax} more time(s)`);
+});
+
+test("a fate waiting for its error is said at stop", () => {
+  const { lines, log } = logged();
+  log.batchFailed(fate("m1"));
+  log.flush();
+  expect(lines).toEqual([`warn: ${fate("m1").line}`]);
+});
+
+test("an error is paired only with a fate of its own queue, whatever its tag", () => {
+  const { clock, lines, log } = logged();
+  log.handlerThrew("mail", "m1", report("boom").replace('"jobs"', '"mail"'));
+  log.batchFailed(fate("m1"));
+  // The fate of "jobs" waits for an error of "jobs", and goes by its outcome when none comes.
+  expect(lines).toEqual([`report: ${report("boom").replace('"jobs"', '"mail"')}`]);
+  clock.advance(fateWaitForErrorMs);
+  expect(lines.slice(1)).toEqual([`warn: ${fate("m1").line}`]);
 });
