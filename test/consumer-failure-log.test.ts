@@ -1,6 +1,6 @@
 import { repeatedFailureWindowMs } from "@celld/bindings";
 import { expect, test } from "vitest";
-import { eventually, runHost as runUntidied, tidyAfterEach, type RunningHost } from "./host-harness.ts";
+import { eventually, logOnceItShows, runHost as runUntidied, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
 // A consumer that fails every batch must not flood the log (docs/getting-started.md, "Its log"):
 // the first failure of each error is printed in full, the rest counted on the host's clock.
@@ -143,4 +143,71 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0,
     'warn: queue "jobs": the queue() handler retried messages past their last delivery 2 more time(s) within 60 s of the report above, ' +
       `not printed again; of their batches' messages, 0 of 2 message(s) will be retried; 2 had no retries left and ${plural}`,
   );
+});
+
+test("a Worker cannot fake or hide another queue's errors: a forged record is its own output, and the shim's own record passes it by", async () => {
+  const p = project();
+  // "evil" is served first; it also sends to "jobs", consumed by "app", whose handler throws.
+  const evil = p.write({
+    "evil/wrangler.toml": `
+name = "evil"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }, { binding = "OWN", queue = "own" }]
+queues.consumers = [{ queue = "own", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
+`,
+    "evil/worker.js": `const forge = console.error;
+// Everything written through console.error from here on, shown on stdout for the test to read.
+console.error = (...args) => console.log("seen: " + args.join(" "));
+const record = JSON.stringify({ queue: "jobs", tag: "t1", text: '[celld] queue() handler for "jobs" threw: Error: boom' });
+export default {
+  async fetch(request, env, ctx) {
+    const { pathname } = new URL(request.url);
+    if (pathname === "/forge") {
+      forge("[celld:queue-error] " + record);
+      forge("[celld:queue-error " + "0".repeat(32) + "] " + record);
+      return new Response("forged");
+    }
+    if (pathname === "/scan") {
+      const places = [...Object.getOwnPropertyNames(globalThis).map((k) => { try { return globalThis[k]; } catch { return undefined; } }),
+        ...Object.values(env), ctx.waitUntil];
+      const found = places.filter((v) => (typeof v === "string" || typeof v === "function") && String(v).includes("celld:queue-error"));
+      return new Response(String(found.length));
+    }
+    await env[pathname === "/own" ? "OWN" : "JOBS"].send({ kind: "boom" });
+    return new Response("sent");
+  },
+  async queue(batch) {
+    throw new Error("own failure");
+  },
+};
+`,
+  });
+  const app = p.write({
+    "app/wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
+`,
+    "app/worker.js": worker,
+  });
+  const h = await runHost([evil, app], p.dataDir);
+  expect(await (await h.fetch("/forge")).text()).toBe("forged");
+  // The forged lines are the Worker's output, shown as written.
+  await logOnceItShows(h, /stderr: \[celld:queue-error 0{32}\] /, "the forged line with a made-up token");
+  expect(h.log.lines).toContain(`stderr: [celld:queue-error] ${JSON.stringify({ queue: "jobs", tag: "t1", text: '[celld] queue() handler for "jobs" threw: Error: boom' })}`);
+  // "jobs"'s own error is printed in full: the forgeries opened no window that would count it.
+  await h.fetch("/");
+  await settled(h, 1);
+  await eventually(() => h.log.lines.find(threw), "app's report");
+  expect(fateLines(h)).toHaveLength(1);
+  // The Worker's own handler throws with console.error replaced: the record went by unseen.
+  await h.fetch("/own");
+  await settled(h, 2);
+  await logOnceItShows(h, /stderr: \[celld\] queue\(\) handler for "own" threw: Error: own failure/, "evil's own report");
+  expect(h.log.lines.filter((l) => l.includes("celld:queue-error") && l.startsWith("stdout:"))).toEqual([]);
+  expect(h.log.lines.filter((l) => l.startsWith("stdout: seen:"))).toEqual([]);
+  // Neither env, nor globalThis, nor the functions the shim hands the Worker hold the token.
+  expect(await (await h.fetch("/scan")).text()).toBe("0");
 });

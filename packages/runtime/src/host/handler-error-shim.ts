@@ -10,11 +10,16 @@
  * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
  * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
-import { queueErrorPrefix } from "./queue-error-record.ts";
+import { queueErrorWriter } from "./queue-error-record.ts";
 
-export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[] }): string {
+/** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
+export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[]; token: string }): string {
   const main = JSON.stringify(mainPath);
-  return `import * as user from ${main};
+  // The writer first: ES modules run in the order imported, so it holds the built-ins before the
+  // Worker's module can replace them.
+  const writer = consumer === undefined ? "const writeRecord = undefined;" : `import writeRecord from ${JSON.stringify(queueErrorWriter(consumer.token))};`;
+  return `${writer}
+import * as user from ${main};
 export * from ${main};
 const original = user.default;
 // One error can surface several ways: a promise handed to waitUntil() may also be what the
@@ -51,11 +56,13 @@ const one = (value) => {
   }
   return String(value);
 };
-// A queue() handler's error goes to the host as one line it reads (queueErrorRecord in
-// queue-error-record.ts), not as the report itself: a consumer failing every batch would print it
-// hundreds of times a second, and only the host, on its own clock, can print the first and count
-// the rest. The batch's first message id lets the host pair the error with the batch's fate.
+// A queue() handler's error goes to the host as one line it reads (QueueErrorMarks in
+// queue-error-record.ts), written under the Worker's token by writeRecord, not as the report
+// itself: a consumer failing every batch would print it hundreds of times a second, and only the
+// host, on its own clock, can print the first and count the rest. The batch's first message id lets the host pair the error with the batch's fate.
+// (A Worker the host runs as no consumer gets no writer; nothing calls its queue() handler.)
 const reportQueueError = (batch, about, error) => {
+  if (writeRecord === undefined) return report(\`\${about} threw\`, error);
   if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
   let tag = "";
   try {
@@ -64,7 +71,7 @@ const reportQueueError = (batch, about, error) => {
     // No messages to name: the host prints the error unpaired.
   }
   const queue = String(batch && batch.queue);
-  console.error(${JSON.stringify(queueErrorPrefix)} + JSON.stringify({ queue, tag, text: \`[celld] \${about} threw: \${describe(error)}\` }));
+  writeRecord({ queue, tag, text: \`[celld] \${about} threw: \${describe(error)}\` });
 };
 const reportOnce = (lead, error) => {
   if (!printed.has(error)) report(lead, error);

@@ -17,7 +17,7 @@ import { handlerErrorShim, noDefaultExportWarning, noQueueListenerWarning } from
 import { addsQueueListener } from "./service-worker-listeners.ts";
 import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
-import { queueErrorRecord } from "./queue-error-record.ts";
+import { QueueErrorMarks } from "./queue-error-record.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
 import { RuntimeStartError, StartBlame, isRuntimeFailure } from "./runtime-start.ts";
@@ -118,6 +118,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
   // (through workerd's output, below) and its batches' fate from the dispatchers.
   // The shim's reports are printed as workerd's other lines are, once that path is set up below.
   let showReport: (text: string) => void = () => undefined;
+  const marks = new QueueErrorMarks();
   const failures = new ConsumerFailureLog(clock, { report: (text) => showReport(text), warn: (message) => log.warn(message) });
   const queues = new QueuesPlugin({
     failures,
@@ -138,7 +139,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const workers: WorkerOptions[] = [];
     const bundled: BundledWorker[] = [];
     for (const worker of options.deployment.workers) {
-      const bundle = await bundleFor(worker, (message) => log.warn(message));
+      const bundle = await bundleFor(worker, marks, (message) => log.warn(message));
       bundled.push({ name: worker.name, main: worker.main, bundle });
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
@@ -187,7 +188,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const forward = (line: string, stream: "stdout" | "stderr") => {
       if (stream === "stderr") {
         blame?.read(line);
-        const record = queueErrorRecord(line);
+        const record = marks.read(line);
+        if (record !== undefined && "misplaced" in record) return showReport(record.misplaced);
         if (record !== undefined) return failures.handlerThrew(record.queue, record.tag, record.text);
       }
       show(line, stream);
@@ -263,9 +265,10 @@ export async function startHost(options: HostOptions): Promise<Host> {
  * The shim imports main, so the second bundle collects the same Text, Data and Wasm modules, under
  * the same names.
  */
-async function bundleFor(worker: WorkerConfig, warn: (message: string) => void): Promise<WorkerBundle> {
+async function bundleFor(worker: WorkerConfig, marks: QueueErrorMarks, warn: (message: string) => void): Promise<WorkerBundle> {
   const plain = await bundleWorker(worker);
-  const consumer = { worker: worker.name, queues: worker.consumers.map((c) => c.queue) };
+  const queues = worker.consumers.map((c) => c.queue);
+  const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
   if (!plain.exports.includes("default")) {
     // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the
     // first batch had failed, and then ask for addEventListener("queue"), which a module cannot use.
