@@ -1,4 +1,4 @@
-import { repeatedFailureWindowMs } from "@celld/bindings";
+import { fateWaitForErrorMs, repeatedFailureWindowMs } from "@celld/bindings";
 import { expect, test } from "vitest";
 import { eventually, logOnceItShows, runHost as runUntidied, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
@@ -210,4 +210,41 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0,
   expect(h.log.lines.filter((l) => l.startsWith("stdout: seen:"))).toEqual([]);
   // Neither env, nor globalThis, nor the functions the shim hands the Worker hold the token.
   expect(await (await h.fetch("/scan")).text()).toBe("0");
+});
+
+test("a service-worker consumer's errors are not seen: its failed batches are told of by their fate, a second late, and counted", async () => {
+  // Its script is not wrapped: nothing a service-worker script prints reaches celld (workerd, as
+  // Miniflare runs it, passes on its console output in no listener), so a wrapper could not report
+  // either; and workerd prints nothing of what its "queue" listener throws or its
+  // event.waitUntil() promise rejects with (docs/batching-and-retries.md).
+  const p = project();
+  const main = p.write({
+    "wrangler.toml": `
+name = "sw"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
+`,
+    "worker.js": `addEventListener("fetch", (event) => event.respondWith(JOBS.send(new URL(event.request.url).pathname).then(() => new Response("sent"))));
+addEventListener("queue", (event) => {
+  console.error("the listener's own line");
+  if (event.messages[0].body === "/sync") throw new Error("thrown by the listener");
+  event.waitUntil(Promise.reject(new Error("rejected in waitUntil")));
+});
+`,
+  });
+  const h = await runHost([main], p.dataDir);
+  for (const path of ["/sync", "/async", "/sync"]) await h.fetch(path);
+  await settled(h, 3);
+  expect(h.batches.map((b) => b.outcome)).toEqual(["exception", "exception", "exception"]);
+  // Each fate waits for an error that does not come.
+  expect(fateLines(h)).toEqual([]);
+  h.clock.advance(fateWaitForErrorMs);
+  expect(fateLines(h)).toEqual([
+    'warn: queue "jobs": the queue() handler ended with outcome "exception"; 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)',
+  ]);
+  await h.close();
+  expect(h.log.lines.filter((l) => /the listener's own line|thrown by the listener|rejected in waitUntil/.test(l))).toEqual([]);
+  expect(h.log.lines.filter((l) => l.includes("failed (exception) 2 more time(s)"))).toHaveLength(1);
 });

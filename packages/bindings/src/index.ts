@@ -19,5 +19,5 @@ export {
   type BatchReport,
   type DispatcherLog,
 } from "./consumer-dispatcher.ts";
-export { ConsumerFailureLog, repeatedFailureWindowMs, type BatchFate } from "./consumer-failure-log.ts";
+export { ConsumerFailureLog, fateWaitForErrorMs, repeatedFailureWindowMs, type BatchFate } from "./consumer-failure-log.ts";
 export { InFlightBudget } from "./in-flight-budget.ts";
