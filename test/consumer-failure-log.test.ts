@@ -174,11 +174,14 @@ export default {
       const found = places.filter((v) => (typeof v === "string" || typeof v === "function") && String(v).includes("celld:queue-error"));
       return new Response(String(found.length));
     }
-    await env[pathname === "/own" ? "OWN" : "JOBS"].send({ kind: "boom" });
+    await env[pathname === "/" ? "JOBS" : "OWN"].send({ pose: pathname === "/pose" });
     return new Response("sent");
   },
   async queue(batch) {
-    throw new Error("own failure");
+    if (!batch.messages[0].body.pose) throw new Error("own failure");
+    // Its own record, naming a queue it does not consume.
+    Object.defineProperty(batch, "queue", { value: "jobs" });
+    throw new Error("posing as jobs");
   },
 };
 `,
@@ -208,6 +211,13 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0,
   await logOnceItShows(h, /stderr: \[celld\] queue\(\) handler for "own" threw: Error: own failure/, "evil's own report");
   expect(h.log.lines.filter((l) => l.includes("celld:queue-error") && l.startsWith("stdout:"))).toEqual([]);
   expect(h.log.lines.filter((l) => l.startsWith("stdout: seen:"))).toEqual([]);
+  // A record its shim writes for a queue it does not consume is shown, not counted as that queue's.
+  for (const n of [3, 4]) {
+    await h.fetch("/pose");
+    await settled(h, n);
+  }
+  const posing = 'stderr: [celld] queue() handler for "jobs" threw: Error: posing as jobs';
+  await eventually(() => (h.log.lines.filter((l) => l === posing).length === 2 ? true : undefined), "both posing reports, shown");
   // Neither env, nor globalThis, nor the functions the shim hands the Worker hold the token.
   expect(await (await h.fetch("/scan")).text()).toBe("0");
 });
