@@ -20,6 +20,7 @@ import { checkPortFree } from "./port-check.ts";
 import { QueueErrorMarks } from "./queue-error-record.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
+import { ServiceWorkerConsole } from "./service-worker-console.ts";
 import { RuntimeStartError, StartBlame, isRuntimeFailure } from "./runtime-start.ts";
 import { StackPositions, type BundledWorker } from "./stack-positions.ts";
 import { workerOptions } from "./worker-options.ts";
@@ -138,9 +139,11 @@ export async function startHost(options: HostOptions): Promise<Host> {
     for (const plugin of plugins) await plugin.prepare();
     const workers: WorkerOptions[] = [];
     const bundled: BundledWorker[] = [];
+    let serviceWorkerScripts = false;
     for (const worker of options.deployment.workers) {
       const bundle = await bundleFor(worker, marks, (message) => log.warn(message));
       bundled.push({ name: worker.name, main: worker.main, bundle });
+      if (!bundle.modules) serviceWorkerScripts = true;
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);
@@ -162,6 +165,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
     const output = new RuntimeOutputFilter();
+    // Only a service-worker script needs workerd verbose (see ServiceWorkerConsole).
+    const serviceWorkerConsole = serviceWorkerScripts ? new ServiceWorkerConsole() : undefined;
     // Until workerd has started: what its output says of a refused start.
     let blame: StartBlame | undefined = new StartBlame(options.deployment.workers);
     let stderrRead: Promise<void> = Promise.resolve();
@@ -188,6 +193,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const forward = (line: string, stream: "stdout" | "stderr") => {
       if (stream === "stderr") {
         blame?.read(line);
+        const logged = serviceWorkerConsole?.read(line);
+        if (logged === "drop") return;
+        if (logged !== undefined) {
+          for (const text of logged.output.split("\n")) show(text, "stdout");
+          return;
+        }
         const record = marks.read(line);
         if (record !== undefined && "misplaced" in record) return showReport(record.misplaced);
         if (record !== undefined) return failures.handlerThrew(record.queue, record.tag, record.text);
@@ -202,6 +213,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       host: "127.0.0.1",
       port: 0,
       defaultPersistRoot: join(options.dataDir, "miniflare"),
+      verbose: serviceWorkerConsole !== undefined,
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
         const stderrLines = createInterface({ input: stderr }).on("line", (line) => forward(line, "stderr"));
