@@ -1,3 +1,4 @@
+import { Pool, type Dispatcher } from "undici";
 import { describe, expect, it } from "vitest";
 import { QueuesApiError, QueuesClient, type LeasedMessage } from "../src/client/index.ts";
 import { apiHarness, eventually, testEnv } from "./api-harness.ts";
@@ -9,6 +10,15 @@ async function consumeHarness() {
   const counts = async () => (await client.getQueue("jobs")).counts!;
   const send = (...ids: string[]) => client.send("jobs", ids.map((id) => ({ id, source: "/c", type: "t", data: { id } })));
   return { h, client, counts, send };
+}
+
+/** A real pool that counts the requests it is given: how often a consumer calls the server. */
+class CountingPool extends Pool {
+  requests = 0;
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    this.requests += 1;
+    return super.dispatch(options, handler);
+  }
 }
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
@@ -131,4 +141,73 @@ describe("consume", () => {
     expect(await consumer.done).toEqual({ leased: 0, acked: 0, nacked: 0, stale: 0 });
     await client.close();
   });
+
+  it("close() stops the client's consumers: their waiting polls end at once and done resolves", async () => {
+    const { h, client } = await consumeHarness();
+    let consumer!: ReturnType<typeof client.consume>;
+    await h.whenWaiting(async () => (consumer = client.consume("jobs", () => undefined)).done);
+    // The server's clock never moves here: a poll left to run out would hold close() forever.
+    await client.close();
+    expect(await consumer.done).toEqual({ leased: 0, acked: 0, nacked: 0, stale: 0 });
+    const other = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv });
+    await other.send("jobs", [{ id: "after-close", source: "/c", type: "t" }]);
+    expect((await other.getQueue("jobs")).counts).toMatchObject({ ready: 1, leased: 0 });
+    await other.close();
+  }, 10_000);
+
+  it("a consumer whose dispatcher is destroyed under it ends, rejecting done, rather than retrying for ever", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const pool = new CountingPool(h.server.url);
+    const client = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv, dispatcher: pool });
+    const errors: unknown[] = [];
+    let consumer!: ReturnType<typeof client.consume>;
+    await h.whenWaiting(async () => (consumer = client.consume("jobs", () => undefined, { retryLeaseAfterMs: 1, onError: (e) => errors.push(e) })).done);
+    await pool.destroy();
+    const error = await consumer.done.then(
+      () => "resolved",
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: "UND_ERR_DESTROYED" });
+    expect(pool.requests).toBe(1);
+  }, 10_000);
+
+  it("with wait 0, an empty lease is followed by a pause of retryLeaseAfterMs, not another lease at once", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const pool = new CountingPool(h.server.url);
+    const client = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv, dispatcher: pool });
+    const consumer = client.consume("jobs", () => undefined, { wait: 0, retryLeaseAfterMs: 60_000 });
+    await eventually(() => pool.requests === 1);
+    // A loop with no pause calls again within a millisecond; 200 ms gave it hundreds of calls.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(pool.requests).toBe(1);
+    await consumer.stop();
+    await pool.close();
+  });
+
+  for (const callback of ["onError", "retryDelay"] as const) {
+    it(`a ${callback} that throws still lets the batch settle, then ends the loop with its error`, async () => {
+      const { client, counts, send } = await consumeHarness();
+      const bug = new Error(`${callback} bug`);
+      const throwing = (): never => {
+        throw bug;
+      };
+      const consumer = client.consume(
+        "jobs",
+        (m) => {
+          // Not an Error: whatever a handler throws is reported and nacked.
+          if (m.event.id === "bad") throw null;
+        },
+        callback === "onError" ? { onError: throwing } : { retryDelay: throwing },
+      );
+      await send("good", "bad");
+      expect(await consumer.done.catch((e: unknown) => e)).toBe(bug);
+      expect(consumer.stats).toMatchObject({ leased: 2, acked: 1, nacked: 1 });
+      expect(await counts()).toMatchObject({ ready: 1, leased: 0 });
+      const [again] = await client.lease("jobs");
+      expect(again!.event.id).toBe("bad");
+      await client.close();
+    });
+  }
 });

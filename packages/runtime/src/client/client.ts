@@ -56,6 +56,7 @@ export class QueuesClient {
   private readonly authorization: string;
   private readonly env: string | undefined;
   private readonly origin: string;
+  private readonly consumers = new Set<Consumer>();
 
   constructor(options: QueuesClientOptions) {
     this.format = options.format ?? "protobuf";
@@ -171,7 +172,11 @@ export class QueuesClient {
 
   /** Leases, runs `handler` for each message, acks what succeeded and nacks what threw. */
   consume(queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}): Consumer {
-    return consume(this, queue, handler, options);
+    const consumer = consume(this, queue, handler, options);
+    this.consumers.add(consumer);
+    const forget = (): void => void this.consumers.delete(consumer);
+    consumer.done.then(forget, forget);
+    return consumer;
   }
 
   // ---- dead letters ----
@@ -240,7 +245,14 @@ export class QueuesClient {
     };
   }
 
+  /**
+   * Stops this client's consumers (as their stop() does: waiting polls end at once, running
+   * handlers finish and are settled), then closes the connections once other calls in flight
+   * have been answered. A consumer left running would otherwise hold close() for its poll's wait,
+   * then fail every lease after it.
+   */
   async close(): Promise<void> {
+    await Promise.allSettled([...this.consumers].map((consumer) => consumer.stop()));
     if (this.ownsDispatcher) await this.dispatcher.close();
   }
 

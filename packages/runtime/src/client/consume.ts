@@ -14,9 +14,13 @@ export interface ConsumeOptions {
   wait?: number;
   /** Seconds before a message whose handler threw may be leased again: a number, or per message. */
   retryDelay?: number | ((message: LeasedMessage, error: unknown) => number | undefined);
-  /** Told of handler errors (the message is nacked), failed settles and retried lease errors. */
+  /**
+   * Told of handler errors (the message is nacked), failed settles and retried lease errors. Should
+   * it (or `retryDelay`) throw, the batch in hand is still settled, then the loop ends and `done`
+   * rejects with what it threw.
+   */
   onError?: (error: unknown, message?: LeasedMessage) => void;
-  /** Milliseconds to wait after a failed lease before the next. Default 1000. */
+  /** Milliseconds to wait after a failed lease before the next, and after an empty one when `wait` is 0. Default 1000. */
   retryLeaseAfterMs?: number;
   /** Stops the loop when aborted, as stop() does. */
   signal?: AbortSignal;
@@ -54,6 +58,9 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
   options.signal?.addEventListener("abort", stopFromOutside, { once: true });
   if (options.signal?.aborted === true) stopper.abort();
 
+  const wait = options.wait ?? limits.leaseWaitSecondsMax;
+  const retryLeaseAfterMs = options.retryLeaseAfterMs ?? defaultRetryLeaseAfterMs;
+
   const run = async (): Promise<ConsumeStats> => {
     while (!stopper.signal.aborted) {
       let batch: LeasedMessage[];
@@ -61,19 +68,21 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
         batch = await client.lease(queue, {
           maxMessages: options.maxMessages ?? defaultMaxMessages,
           visibilityTimeout: options.visibilityTimeout,
-          wait: options.wait ?? limits.leaseWaitSecondsMax,
+          wait,
           signal: stopper.signal,
         });
       } catch (error) {
         if (stopper.signal.aborted) break;
-        // A refused lease (bad key, no such queue, bad option) will not get better by retrying.
-        if (error instanceof QueuesApiError && !error.retryable) throw error;
+        if (cannotGetBetter(error)) throw error;
         onError(error);
-        await sleep(options.retryLeaseAfterMs ?? defaultRetryLeaseAfterMs, stopper.signal);
+        await sleep(retryLeaseAfterMs, stopper.signal);
         continue;
       }
       stats.leased += batch.length;
       if (batch.length > 0) await handleBatch(batch);
+      // Without a long poll the server answers an empty queue at once: leasing again at once
+      // would call it hundreds of times a second for nothing.
+      else if (wait === 0) await sleep(retryLeaseAfterMs, stopper.signal);
     }
     return { ...stats };
   };
@@ -81,14 +90,34 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
   const handleBatch = async (batch: LeasedMessage[]): Promise<void> => {
     const acks: LeasedMessage[] = [];
     const nacks: NackRef[] = [];
+    // A caller's callback that throws is a bug to surface, but only once the batch is settled:
+    // thrown at once, it would leave every message of the batch, finished ones too, to wait out
+    // its lease and be delivered again.
+    let callbackFailure: { error: unknown } | undefined;
+    const report = (error: unknown, message?: LeasedMessage): void => {
+      try {
+        onError(error, message);
+      } catch (thrown) {
+        callbackFailure ??= { error: thrown };
+      }
+    };
+    const retryDelayOf = (message: LeasedMessage, error: unknown): number | undefined => {
+      if (typeof options.retryDelay !== "function") return options.retryDelay;
+      try {
+        return options.retryDelay(message, error);
+      } catch (thrown) {
+        callbackFailure ??= { error: thrown };
+        return undefined;
+      }
+    };
     await Promise.all(
       batch.map(async (message) => {
         try {
           await handler(message);
           acks.push(message);
         } catch (error) {
-          onError(error, message);
-          const delay = typeof options.retryDelay === "function" ? options.retryDelay(message, error) : options.retryDelay;
+          report(error, message);
+          const delay = retryDelayOf(message, error);
           const ref: NackRef = { id: message.id, leaseGeneration: message.leaseGeneration };
           if (delay !== undefined) ref.delay = delay;
           nacks.push(ref);
@@ -101,13 +130,14 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
       nacks.length > 0 ? client.nack(queue, nacks) : undefined,
     ]);
     for (const outcome of [acked, nacked]) {
-      if (outcome?.status === "rejected") onError(outcome.reason);
+      if (outcome?.status === "rejected") report(outcome.reason);
       else if (outcome?.value !== undefined) {
         stats.acked += outcome.value.acked;
         stats.nacked += outcome.value.retried + outcome.value.deadLettered;
         stats.stale += outcome.value.staleLeases.length;
       }
     }
+    if (callbackFailure !== undefined) throw callbackFailure.error;
   };
 
   const done = run().finally(() => options.signal?.removeEventListener("abort", stopFromOutside));
@@ -121,6 +151,16 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
       return done;
     },
   };
+}
+
+/**
+ * A refused lease (bad key, no such queue, bad option) will not get better by retrying, nor will
+ * one on a client, or a dispatcher, that has been closed: every later lease fails the same way.
+ */
+function cannotGetBetter(error: unknown): boolean {
+  if (error instanceof QueuesApiError) return !error.retryable;
+  const code = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+  return code === "UND_ERR_CLOSED" || code === "UND_ERR_DESTROYED";
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
