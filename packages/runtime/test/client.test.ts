@@ -39,6 +39,24 @@ for (const format of ["protobuf", "json"] as const) {
       void h;
     });
 
+    it("parseJsonData reads JSON data from the text the server holds: big integers survive", async () => {
+      const { h, client: parsing } = await clientHarness(format);
+      await parsing.createQueue("jobs", { maxDeliveries: 1 });
+      const data = '{"big":12345678901234567891,"f":1.0,"s":"\\u00e9"}';
+      const raw = `{"events":[{"specversion":"1.0","id":"big","source":"/c","type":"t","data":${data}},{"specversion":"1.0","id":"text","source":"/c","type":"t","datacontenttype":"text/plain","data":"12345678901234567891"},{"specversion":"1.0","id":"bytes","source":"/c","type":"t","data_base64":"AP8="}]}`;
+      expect((await h.call("POST", `${h.queuePath("jobs")}:send`, { raw, headers: { "content-type": "application/json" } })).status).toBe(200);
+      const client = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv, format, parseJsonData: (text) => text });
+      const leased = await client.lease("jobs", { maxMessages: 10 });
+      expect(leased.map((m) => m.event.data)).toEqual([data, "12345678901234567891", new Uint8Array([0, 255])]);
+      // The default still parses: the same data, rounded as JSON.parse rounds it.
+      await client.nack("jobs", leased);
+      const dead = await client.listDeadLetters("jobs");
+      expect(dead.deadLetters.map((d) => d.event.data)).toEqual([data, "12345678901234567891", new Uint8Array([0, 255])]);
+      expect((await parsing.listDeadLetters("jobs")).deadLetters[0]!.event.data).toEqual({ big: 12345678901234567891, f: 1, s: "é" });
+      await client.close();
+      await parsing.close();
+    });
+
     it("an attribute given as null is unset, as CloudEvents' JSON format reads it", async () => {
       const { client } = await clientHarness(format);
       await client.createQueue("jobs");

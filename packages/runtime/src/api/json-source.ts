@@ -45,6 +45,25 @@ export function eventDataText(text: string): string | undefined {
   return found[0];
 }
 
+/**
+ * The data of each event listed in an answer, `{"<list>": [{…, "event": {…}}, …]}` (a lease's
+ * `messages`, a page of `dead_letters`): how a client reads the data as the server wrote it.
+ */
+export function listedEventDataTexts(text: string, list: string): Array<string | undefined> {
+  const found: Array<string | undefined> = [];
+  eachMember(text, skipSpace(text, 0), "", (key, at) => {
+    if (key !== list || text.charCodeAt(at) !== 0x5b /* [ */) return valueEnd(text, at);
+    return eachItem(text, at, (i, itemAt) => {
+      found[i] = undefined;
+      if (text.charCodeAt(itemAt) !== 0x7b /* { */) return valueEnd(text, itemAt);
+      return eachMember(text, itemAt, `${list}[${i}]`, (member, valueAt) =>
+        member === "event" ? eventData(text, valueAt, found, i, `${list}[${i}].event`) : valueEnd(text, valueAt),
+      );
+    });
+  });
+  return found;
+}
+
 /** A whole JSON document (a binary-mode event's body) without whitespace between its tokens. */
 export function compactJsonText(text: string): string {
   return compactValue(text, skipSpace(text, 0))[1];

@@ -11,7 +11,8 @@ import {
 import { formatRfc3339, instantToMs, msToInstant } from "../api/timestamps.ts";
 import { consume, type ConsumeHandler, type ConsumeOptions, type Consumer } from "./consume.ts";
 import { errorFrom } from "./errors.ts";
-import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput } from "./events.ts";
+import { listedEventDataTexts } from "../api/json-source.ts";
+import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput, type JsonDataParser } from "./events.ts";
 import {
   queueFromJson,
   settingsToJson,
@@ -46,6 +47,12 @@ export interface QueuesClientOptions {
   connections?: number;
   /** Use this dispatcher instead of a pool of the client's own (the client will not close it). */
   dispatcher?: Dispatcher;
+  /**
+   * How the `data` of a JSON event is read, from the text the server holds (kept as the producer
+   * wrote it). JSON.parse by default, which rounds integers past 2^53; `(text) => text` gives the
+   * text itself, in either wire format, for a parser that keeps them.
+   */
+  parseJsonData?: JsonDataParser;
 }
 
 /** A typed client for the whole native queues API, over undici. */
@@ -57,12 +64,14 @@ export class QueuesClient {
   private readonly env: string | undefined;
   private readonly origin: string;
   private readonly consumers = new Set<Consumer>();
+  private readonly parseJsonData: JsonDataParser | undefined;
 
   constructor(options: QueuesClientOptions) {
     this.format = options.format ?? "protobuf";
     this.env = options.env;
     this.authorization = `Bearer ${options.apiKey}`;
     this.origin = new URL(options.url).origin;
+    this.parseJsonData = options.parseJsonData;
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher = options.dispatcher ?? new Pool(options.url, { connections: options.connections ?? null });
   }
@@ -122,21 +131,22 @@ export class QueuesClient {
         deliveryCount: m.delivery_count,
         leaseExpireTime: timestampDate(m.lease_expire_time),
         sendTime: timestampDate(m.send_time),
-        event: eventFromProtoWire(m.event),
+        event: eventFromProtoWire(m.event, this.parseJsonData),
       }));
     }
     const body: Json = {};
     if (options.maxMessages !== undefined) body["max_messages"] = options.maxMessages;
     if (options.visibilityTimeout !== undefined) body["visibility_timeout"] = options.visibilityTimeout;
     if (options.wait !== undefined) body["wait"] = options.wait;
-    const out = await this.json("POST", path, body, options.signal);
-    return (out["messages"] as Json[]).map((m) => ({
+    const { value: out, text } = await this.jsonWithText("POST", path, body, options.signal);
+    const dataTexts = this.parseJsonData === undefined ? [] : listedEventDataTexts(text, "messages");
+    return (out["messages"] as Json[]).map((m, i) => ({
       id: m["id"] as string,
       leaseGeneration: m["lease_generation"] as number,
       deliveryCount: m["delivery_count"] as number,
       leaseExpireTime: new Date(m["lease_expire_time"] as string),
       sendTime: new Date(m["send_time"] as string),
-      event: eventFromJsonWire(m["event"] as Json),
+      event: eventFromJsonWire(m["event"] as Json, dataTexts[i], this.parseJsonData),
     }));
   }
 
@@ -182,13 +192,14 @@ export class QueuesClient {
   // ---- dead letters ----
 
   async listDeadLetters(queue: string, page: Page = {}): Promise<{ deadLetters: DeadLetter[]; nextPageToken?: string }> {
-    const out = await this.json("GET", `${this.queuePath(queue)}/dead-letters${pageQuery(page)}`);
-    const deadLetters = (out["dead_letters"] as Json[]).map((d) => ({
+    const { value: out, text } = await this.jsonWithText("GET", `${this.queuePath(queue)}/dead-letters${pageQuery(page)}`);
+    const dataTexts = this.parseJsonData === undefined ? [] : listedEventDataTexts(text, "dead_letters");
+    const deadLetters = (out["dead_letters"] as Json[]).map((d, i) => ({
       id: d["id"] as string,
       deadLetterTime: new Date(d["dead_letter_time"] as string),
       deliveryCount: d["delivery_count"] as number,
       sendTime: new Date(d["send_time"] as string),
-      event: eventFromJsonWire(d["event"] as Json),
+      event: eventFromJsonWire(d["event"] as Json, dataTexts[i], this.parseJsonData),
     }));
     return withToken({ deadLetters }, out);
   }
@@ -259,6 +270,10 @@ export class QueuesClient {
   // ---- plumbing ----
 
   private async json(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<Json> {
+    return (await this.jsonWithText(method, path, body, signal)).value;
+  }
+
+  private async jsonWithText(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<{ value: Json; text: string }> {
     const headers: Record<string, string> = { authorization: this.authorization, accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
     const res = await this.dispatcher.request({
@@ -271,7 +286,7 @@ export class QueuesClient {
     });
     const text = await res.body.text();
     if (res.statusCode >= 300) throw errorFrom(res.statusCode, text);
-    return text === "" ? {} : (JSON.parse(text) as Json);
+    return { value: text === "" ? {} : (JSON.parse(text) as Json), text };
   }
 
   private async proto(path: string, body: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {

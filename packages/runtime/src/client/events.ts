@@ -33,14 +33,27 @@ export function eventToJsonWire(event: EventInput): Record<string, unknown> {
   return out;
 }
 
-export function eventFromJsonWire(wire: Record<string, unknown>): CloudEvent {
+/** How a JSON event's data text becomes `data`: JSON.parse unless the client was given another. */
+export type JsonDataParser = (text: string) => unknown;
+
+/**
+ * `dataText` is the event's data as the answer wrote it, given when the client has its own
+ * parser: the whole answer was parsed with JSON.parse, which has already rounded big integers.
+ */
+export function eventFromJsonWire(wire: Record<string, unknown>, dataText?: string, parse?: JsonDataParser): CloudEvent {
   const { data_base64: base64, ...rest } = wire;
   const event = rest as CloudEvent;
   if (typeof base64 === "string") {
     const bytes = Buffer.from(base64, "base64");
     event.data = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  } else if (parse !== undefined && dataText !== undefined && isJsonData(event.datacontenttype)) {
+    event.data = parse(dataText);
   }
   return event;
+}
+
+function isJsonData(contentType: unknown): boolean {
+  return contentType === undefined || (typeof contentType === "string" && isJsonMediaType(contentType));
 }
 
 export function eventToProtoWire(event: EventInput): PbCloudEvent {
@@ -69,14 +82,14 @@ export function eventToProtoWire(event: EventInput): PbCloudEvent {
   return envelopeToProto(envelope);
 }
 
-export function eventFromProtoWire(pb: PbCloudEvent): CloudEvent {
+export function eventFromProtoWire(pb: PbCloudEvent, parse: JsonDataParser = JSON.parse): CloudEvent {
   const parts = protoToParts(pb);
   const event = {} as CloudEvent;
   for (const [name, value] of Object.entries(parts.attributes)) if (value !== undefined) event[name] = value;
   const contentType = event.datacontenttype;
   if (parts.data.kind === "bytes") event.data = parts.data.bytes;
   else if (parts.data.kind === "text") {
-    event.data = contentType !== undefined && isJsonMediaType(contentType) ? JSON.parse(parts.data.text) : parts.data.text;
+    event.data = contentType !== undefined && isJsonMediaType(contentType) ? parse(parts.data.text) : parts.data.text;
   }
   return event;
 }

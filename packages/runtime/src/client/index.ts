@@ -16,4 +16,4 @@ export type {
   Page,
 } from "./resources.ts";
 export { type ConsumeHandler, type ConsumeOptions, type ConsumeStats, type Consumer } from "./consume.ts";
-export { type CloudEvent, type EventInput } from "./events.ts";
+export { type CloudEvent, type EventInput, type JsonDataParser } from "./events.ts";
