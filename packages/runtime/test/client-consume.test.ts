@@ -210,4 +210,21 @@ describe("consume", () => {
       await client.close();
     });
   }
+
+  it("a message is acked when its own handler returns, not when the slowest of its batch does", async () => {
+    const { client, counts, send } = await consumeHarness();
+    const gate = deferred();
+    const consumer = client.consume("jobs", async (m) => {
+      if (m.event.id === "slow") await gate.promise;
+    });
+    await send("fast", "slow");
+    // Held back with the slow one, the fast message's ack would come after its lease ran out, and
+    // another worker would have done it again.
+    await eventually(async () => (await counts()).leased === 1);
+    expect(consumer.stats).toMatchObject({ leased: 2, acked: 1 });
+    gate.resolve();
+    expect(await consumer.stop()).toEqual({ leased: 2, acked: 2, nacked: 0, stale: 0 });
+    expect(await counts()).toMatchObject({ ready: 0, leased: 0 });
+    await client.close();
+  });
 });

@@ -88,8 +88,6 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
   };
 
   const handleBatch = async (batch: LeasedMessage[]): Promise<void> => {
-    const acks: LeasedMessage[] = [];
-    const nacks: NackRef[] = [];
     // A caller's callback that throws is a bug to surface, but only once the batch is settled:
     // thrown at once, it would leave every message of the batch, finished ones too, to wait out
     // its lease and be delivered again.
@@ -110,6 +108,20 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
         return undefined;
       }
     };
+    // Each message is settled once its own handler is done, together with those done in the same
+    // turn of the event loop: held back until the slowest handler of the batch returned, a
+    // finished message's ack could come after its lease ran out, and another worker would have
+    // done it again.
+    let acks: LeasedMessage[] = [];
+    let nacks: NackRef[] = [];
+    let flushing: NodeJS.Immediate | undefined;
+    const settling: Array<Promise<void>> = [];
+    const flush = (): void => {
+      flushing = undefined;
+      settling.push(settle(acks, nacks, report));
+      acks = [];
+      nacks = [];
+    };
     await Promise.all(
       batch.map(async (message) => {
         try {
@@ -122,9 +134,19 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
           if (delay !== undefined) ref.delay = delay;
           nacks.push(ref);
         }
+        flushing ??= setImmediate(flush);
       }),
     );
-    // Settling is not cancelled by stop(): a finished message must not wait out its lease.
+    if (flushing !== undefined) {
+      clearImmediate(flushing);
+      flush();
+    }
+    await Promise.all(settling);
+    if (callbackFailure !== undefined) throw callbackFailure.error;
+  };
+
+  /** Settling is not cancelled by stop(): a finished message must not wait out its lease. */
+  const settle = async (acks: LeasedMessage[], nacks: NackRef[], report: (error: unknown) => void): Promise<void> => {
     const [acked, nacked] = await Promise.allSettled([
       acks.length > 0 ? client.ack(queue, acks) : undefined,
       nacks.length > 0 ? client.nack(queue, nacks) : undefined,
@@ -137,7 +159,6 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
         stats.stale += outcome.value.staleLeases.length;
       }
     }
-    if (callbackFailure !== undefined) throw callbackFailure.error;
   };
 
   const done = run().finally(() => options.signal?.removeEventListener("abort", stopFromOutside));
