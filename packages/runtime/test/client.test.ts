@@ -141,6 +141,21 @@ for (const format of ["protobuf", "json"] as const) {
       void h;
     });
 
+    it("a refusal carries the answer's Retry-After: 10 s for a full disk, none where waiting cannot help", async () => {
+      const { h, client } = await clientHarness(format);
+      await client.createQueue("jobs");
+      const cell = await h.registry.open(`${testEnv}/queues/jobs`);
+      // The cell's own connection capped at its file's size: the next page is SQLITE_FULL, as on a full disk.
+      const db = (cell as unknown as { store: { db: { pragma(text: string): unknown } } }).store.db;
+      db.pragma("max_page_count = 1");
+      const big = [{ id: "big", source: "/c", type: "t", datacontenttype: "text/plain", data: "x".repeat(100_000) }];
+      const full = await client.send("jobs", big).catch((e: unknown) => e);
+      expect(full).toMatchObject({ status: 503, code: "unavailable", retryable: true, retryAfterSeconds: 10 });
+      const refused = await client.lease("jobs", { maxMessages: 101 }).catch((e: unknown) => e);
+      expect(refused).toMatchObject({ status: 400, retryAfterSeconds: undefined });
+      await client.close();
+    });
+
     it("refusals are QueuesApiErrors with the code, field and bound", async () => {
       const { client } = await clientHarness(format);
       await client.createQueue("jobs");

@@ -285,7 +285,7 @@ export class QueuesClient {
       signal,
     });
     const text = await res.body.text();
-    if (res.statusCode >= 300) throw errorFrom(res.statusCode, text);
+    if (res.statusCode >= 300) throw errorFrom(res.statusCode, text, res.headers["retry-after"]);
     return { value: text === "" ? {} : (JSON.parse(text) as Json), text };
   }
 
@@ -304,7 +304,7 @@ export class QueuesClient {
       signal,
     });
     const bytes = new Uint8Array(await res.body.arrayBuffer());
-    if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(bytes).toString("utf8"));
+    if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(bytes).toString("utf8"), res.headers["retry-after"]);
     return bytes;
   }
 
