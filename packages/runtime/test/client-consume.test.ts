@@ -101,13 +101,14 @@ describe("consume", () => {
     const gate = deferred();
     const started = deferred();
     let taken: LeasedMessage | undefined;
+    const staleMessages: LeasedMessage[] = [];
     const consumer = client.consume(
       "jobs",
       async () => {
         started.resolve();
         await gate.promise;
       },
-      { visibilityTimeout: 10 },
+      { visibilityTimeout: 10, onStale: (message) => staleMessages.push(message) },
     );
     await send("contended");
     await started.promise;
@@ -117,6 +118,8 @@ describe("consume", () => {
     expect(taken!.leaseGeneration).toBe(2);
     gate.resolve();
     await eventually(() => consumer.stats.stale === 1);
+    // Which message was done twice, not only how many: the handler outran its lease.
+    expect(staleMessages.map((m) => [m.event.id, m.leaseGeneration])).toEqual([["contended", 1]]);
     await consumer.stop();
     expect(await counts()).toMatchObject({ leased: 1 });
     expect((await client.ack("jobs", [taken!])).acked).toBe(1);

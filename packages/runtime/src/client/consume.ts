@@ -15,11 +15,17 @@ export interface ConsumeOptions {
   /** Seconds before a message whose handler threw may be leased again: a number, or per message. */
   retryDelay?: number | ((message: LeasedMessage, error: unknown) => number | undefined);
   /**
-   * Told of handler errors (the message is nacked), failed settles and retried lease errors. Should
-   * it (or `retryDelay`) throw, the batch in hand is still settled, then the loop ends and `done`
-   * rejects with what it threw.
+   * Told of handler errors (the message is nacked), failed settles and retried lease errors.
+   * Should it (or `onStale`, or `retryDelay`) throw, the batch in hand is still settled, then the
+   * loop ends and `done` rejects with what it threw.
    */
   onError?: (error: unknown, message?: LeasedMessage) => void;
+  /**
+   * Told of each message whose ack or nack came back stale: its lease ran out while the handler
+   * worked and another lease has taken it, so it is (or will be) handled again. Not an error of
+   * the call; a sign that `visibilityTimeout` is shorter than the handler takes.
+   */
+  onStale?: (message: LeasedMessage) => void;
   /** Milliseconds to wait after a failed lease before the next, and after an empty one when `wait` is 0. Default 1000. */
   retryLeaseAfterMs?: number;
   /** Stops the loop when aborted, as stop() does. */
@@ -92,21 +98,20 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
     // thrown at once, it would leave every message of the batch, finished ones too, to wait out
     // its lease and be delivered again.
     let callbackFailure: { error: unknown } | undefined;
-    const report = (error: unknown, message?: LeasedMessage): void => {
+    const guard = (call: () => void): void => {
       try {
-        onError(error, message);
+        call();
       } catch (thrown) {
         callbackFailure ??= { error: thrown };
       }
     };
+    const report = (error: unknown, message?: LeasedMessage): void => guard(() => onError(error, message));
+    const retryDelay = options.retryDelay;
     const retryDelayOf = (message: LeasedMessage, error: unknown): number | undefined => {
-      if (typeof options.retryDelay !== "function") return options.retryDelay;
-      try {
-        return options.retryDelay(message, error);
-      } catch (thrown) {
-        callbackFailure ??= { error: thrown };
-        return undefined;
-      }
+      if (typeof retryDelay !== "function") return retryDelay;
+      let delay: number | undefined;
+      guard(() => (delay = retryDelay(message, error)));
+      return delay;
     };
     // Each message is settled once its own handler is done, together with those done in the same
     // turn of the event loop: held back until the slowest handler of the batch returned, a
@@ -118,7 +123,7 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
     const settling: Array<Promise<void>> = [];
     const flush = (): void => {
       flushing = undefined;
-      settling.push(settle(acks, nacks, report));
+      settling.push(settle(acks, nacks, batch, report, guard));
       acks = [];
       nacks = [];
     };
@@ -146,7 +151,7 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
   };
 
   /** Settling is not cancelled by stop(): a finished message must not wait out its lease. */
-  const settle = async (acks: LeasedMessage[], nacks: NackRef[], report: (error: unknown) => void): Promise<void> => {
+  const settle = async (acks: LeasedMessage[], nacks: NackRef[], batch: readonly LeasedMessage[], report: (error: unknown) => void, guard: (call: () => void) => void): Promise<void> => {
     const [acked, nacked] = await Promise.allSettled([
       acks.length > 0 ? client.ack(queue, acks) : undefined,
       nacks.length > 0 ? client.nack(queue, nacks) : undefined,
@@ -157,6 +162,11 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
         stats.acked += outcome.value.acked;
         stats.nacked += outcome.value.retried + outcome.value.deadLettered;
         stats.stale += outcome.value.staleLeases.length;
+        if (options.onStale === undefined) continue;
+        for (const ref of outcome.value.staleLeases) {
+          const message = batch.find((m) => m.id === ref.id && m.leaseGeneration === ref.leaseGeneration);
+          if (message !== undefined) guard(() => options.onStale?.(message));
+        }
       }
     }
   };
