@@ -55,7 +55,7 @@ import {
   type PackToLease,
   type RemovedRow,
 } from "./sqlite-rows.ts";
-import { CheckpointFlushError, WalCheckpointer } from "./wal-checkpointer.ts";
+import { CheckpointFlushError, newTruncationClaim, truncationClaim, WalCheckpointer } from "./wal-checkpointer.ts";
 import { WalIndex } from "./wal-index.ts";
 import { WalSync, type LostFlush, type SyncFile } from "./wal-sync.ts";
 import { FileIdentity } from "./file-identity.ts";
@@ -90,7 +90,7 @@ export interface SqliteStoreOptions {
    * With `full`: copies what is left of the log and truncates it, off the event loop (the
    * WalCheckpointer's thread); false when a reader kept it from finishing.
    */
-  truncateLog?: (path: string) => Promise<boolean>;
+  truncateLog?: (path: string, claim: Int32Array) => Promise<boolean>;
   /** With `full`: when the file is rewritten without its free pages (compactionDefault). */
   compaction?: CompactionBounds;
   /** Time, for the quiet spell after which the log is truncated (the system clock). */
@@ -199,7 +199,7 @@ export class SqliteCellStore implements CellStore {
   /** Set for good when they were found deleted or moved (with `full`, WalSync keeps it instead). */
   private filesGone: CellError | undefined;
   private readonly copyLog: (path: string) => Promise<void>;
-  private readonly cutLog: (path: string) => Promise<boolean>;
+  private readonly cutLog: (path: string, claim: Int32Array) => Promise<boolean>;
   private readonly compaction: CompactionBounds;
   /**
    * Whether to look at the file's free space after the next flush: at open (a file an older celld
@@ -215,15 +215,19 @@ export class SqliteCellStore implements CellStore {
   private readonly idleWatch: IdleWatch | undefined;
   /** A quiet spell ended while a checkpoint ran: the log is truncated when it ends, if still quiet. */
   private truncateAfterCheckpoint = false;
-  /** The log's truncation on the checkpointer's thread, while it runs (see writesHeld). */
+  /** The log's truncation on the checkpointer's thread, from its request to its answer (see writesHeld). */
   private truncating: Promise<void> | undefined;
+  /** Whether the thread has started that truncation, or this thread cancelled it (truncationClaim). */
+  private truncatingClaim: Int32Array | undefined;
+  /** A group was let through before the thread started the truncation, which it then skips. */
+  private truncationCancelled = false;
 
   constructor(
     private readonly path: string,
     options: SqliteStoreOptions = {},
   ) {
     this.copyLog = options.copyLog ?? ((file) => WalCheckpointer.get().checkpoint(file));
-    this.cutLog = options.truncateLog ?? ((file) => WalCheckpointer.get().truncate(file));
+    this.cutLog = options.truncateLog ?? ((file, claim) => WalCheckpointer.get().truncate(file, claim));
     this.compaction = options.compaction ?? compactionDefault;
     try {
       this.db = new Database(path);
@@ -312,9 +316,16 @@ export class SqliteCellStore implements CellStore {
    * The truncation's thread holds the log's write lock from its copy to its cut, and SQLite's busy
    * wait for that lock runs on the caller's thread: a send arriving then held the event loop, and
    * so every queue and request of the host, 10-27 ms (measured). Its group waits here instead.
+   * Only once the thread has started it: until then it may wait there behind every other queue's
+   * copies (holding a send 5 s in the test), and is cancelled instead, the queue being in use again.
    */
   writesHeld(): Promise<void> | undefined {
-    return this.truncating;
+    const claim = this.truncatingClaim;
+    if (claim === undefined) return undefined;
+    const state = Atomics.compareExchange(claim, 0, truncationClaim.asked, truncationClaim.cancelled);
+    if (state === truncationClaim.started) return this.truncating;
+    if (state === truncationClaim.asked) this.truncationCancelled = true;
+    return undefined;
   }
 
   durable(): Promise<void> | undefined {
@@ -324,6 +335,10 @@ export class SqliteCellStore implements CellStore {
     const wrote = changes !== this.changesAtLastDurable;
     this.changesAtLastDurable = changes;
     if (wrote) this.idleWatch?.wrote();
+    // A group that wrote nothing (a lease of an empty queue, the open's own) leaves it quiet: the
+    // truncation it cancelled is asked for again, once the cancelled one has answered.
+    else if (this.truncationCancelled) this.truncateLogIfIdle();
+    this.truncationCancelled = false;
     if (this.walSync !== undefined) return this.walSync.durable(wrote);
     // Without a flush of its own the commit is the flush: the files are looked at after it.
     const lost = wrote ? this.filesLost() : undefined;
@@ -1025,10 +1040,13 @@ export class SqliteCellStore implements CellStore {
    * next open copies again, harmlessly.
    */
   private async truncateLog(): Promise<void> {
-    const cut = this.cutLog(this.path);
+    const claim = newTruncationClaim();
+    this.truncatingClaim = claim;
+    const cut = this.cutLog(this.path, claim);
     // Cleared before anything waiting on it runs, so that a group it held finds the way clear.
     const ended = (): void => {
       this.truncating = undefined;
+      this.truncatingClaim = undefined;
     };
     this.truncating = cut.then(ended, ended);
     // A reader of the log kept it from finishing (none is expected): tried again a quiet spell later.

@@ -76,19 +76,23 @@ export class WalCheckpointer {
    * so the writer keeps its groups until it answers (SqliteCellStore.writesHeld): asked for only
    * once the queue is quiet and its log already copied, when that is a truncation alone. False
    * when a reader kept it from finishing.
+   *
+   * `claim` (see truncationClaim): the thread takes it as it starts, and skips the truncation,
+   * answering true, if the writer took it first. A request may wait on this thread behind other
+   * queues' copies, holding nothing meanwhile; a send then need not wait for all of them.
    */
-  async truncate(path: string): Promise<boolean> {
-    return (await this.ask("truncate", path)).busy !== true;
+  async truncate(path: string, claim?: Int32Array): Promise<boolean> {
+    return (await this.ask("truncate", path, claim)).busy !== true;
   }
 
-  private ask(kind: "checkpoint" | "truncate", path: string): Promise<Reply> {
+  private ask(kind: "checkpoint" | "truncate", path: string, claim?: Int32Array): Promise<Reply> {
     // A dead thread answers nothing: a caller still holding this instance is told at once.
     if (this.dead) return Promise.reject(new Error("the checkpoint thread has stopped"));
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.hold();
-      this.worker.postMessage({ id, kind, path } satisfies Request);
+      this.worker.postMessage({ id, kind, path, ...(claim === undefined ? {} : { claim }) } satisfies Request);
     });
   }
 
@@ -124,8 +128,19 @@ export class CheckpointFlushError extends Error {
   override readonly name = "CheckpointFlushError";
 }
 
+/**
+ * A truncation's claim, shared with the thread: asked for (0) until the thread starts it (1) or the
+ * writer, committing first, cancels it (2), whichever compareExchange comes first.
+ */
+export const truncationClaim = { asked: 0, started: 1, cancelled: 2 } as const;
+
+export function newTruncationClaim(): Int32Array {
+  return new Int32Array(new SharedArrayBuffer(4));
+}
+
 type Request =
-  | { id: number; kind: "checkpoint" | "truncate"; path: string }
+  | { id: number; kind: "checkpoint"; path: string }
+  | { id: number; kind: "truncate"; path: string; claim?: Int32Array }
   | { id: 0; kind: "forget"; path: string; done: Int32Array };
 
 interface Reply {
@@ -162,6 +177,12 @@ parentPort.on("message", (request) => {
     forget(request.path);
     Atomics.store(request.done, 0, 1);
     Atomics.notify(request.done, 0);
+    return;
+  }
+  // The writer committed while this waited here: its queue is in use again, so no truncation.
+  const claim = request.claim;
+  if (claim !== undefined && Atomics.compareExchange(claim, 0, ${truncationClaim.asked}, ${truncationClaim.started}) === ${truncationClaim.cancelled}) {
+    parentPort.postMessage({ id: request.id });
     return;
   }
   try {

@@ -16,8 +16,8 @@
  * loop run meanwhile; it prints "killing <bytes of log>" first, so the parent knows whether the
  * log was cut yet. With late=1, the copies of the log before that truncation are skipped: the
  * frames of the sends since the last truncation are then copied by the truncation itself, with
- * both flushes, under the kill. (A send cannot commit between the store's decision to truncate and
- * the truncation's end: its group waits for the truncation, see SqliteCellStore.writesHeld.)
+ * both flushes, under the kill. (A send cannot commit while the thread truncates: its group waits
+ * for the truncation, or, before the thread starts it, cancels it; see SqliteCellStore.writesHeld.)
  */
 import { statSync } from "node:fs";
 import { QueueCell, SqliteCellStore } from "../src/index.ts";
@@ -49,10 +49,10 @@ async function copyLog(file: string): Promise<void> {
   await WalCheckpointer.get().checkpoint(file);
 }
 
-async function truncateLog(file: string): Promise<boolean> {
+async function truncateLog(file: string, claim: Int32Array): Promise<boolean> {
   if (++truncations === killAtTruncation) {
     out("truncating");
-    void WalCheckpointer.get().truncate(file);
+    void WalCheckpointer.get().truncate(file, claim);
     // The thread truncates while this one spins: the event loop never learns that it answered.
     const until = performance.now() + killAfterUs / 1000;
     while (performance.now() < until);
@@ -60,7 +60,7 @@ async function truncateLog(file: string): Promise<boolean> {
     process.kill(process.pid, "SIGKILL");
   }
   out("truncating");
-  const done = await WalCheckpointer.get().truncate(file);
+  const done = await WalCheckpointer.get().truncate(file, claim);
   out("truncated");
   return done;
 }

@@ -1,10 +1,11 @@
 import { copyFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import type { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore } from "../src/index.ts";
 import { walTruncateIdleMsDefault } from "../src/sqlite-store.ts";
-import { CheckpointFlushError, WalCheckpointer } from "../src/wal-checkpointer.ts";
+import { CheckpointFlushError, truncationClaim, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { refs, text, until } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
@@ -16,7 +17,9 @@ const quietMs = walTruncateIdleMsDefault;
  * checkpointer's thread; while `held` is set, a copy's answer waits until the test lets it go, so
  * that the test can close, write or checkpoint while it runs.
  */
-function openCell(options: { path?: string; checkpointWalBytes?: number; truncateLog?: (path: string) => Promise<boolean> } = {}) {
+function openCell(
+  options: { path?: string; checkpointWalBytes?: number; truncateLog?: (path: string, claim: Int32Array) => Promise<boolean> } = {},
+) {
   const path = options.path ?? join(tempDir(), "q.sqlite");
   const clock = new ManualClock();
   const errors: unknown[] = [];
@@ -252,13 +255,15 @@ describe("an idle queue's log", () => {
     // could never get back to let go of it (the send failed SQLITE_BUSY after 5 s).
     const gate: { letGo?: () => void } = {};
     const { cell, clock, store, walBytes, errors, path } = openCell({
-      truncateLog: async (file) => {
+      truncateLog: async (file, claim) => {
+        // As the thread does when it starts: the send's group then waits for it.
+        Atomics.store(claim, 0, truncationClaim.started);
         const holder = new Database(file);
         holder.exec("BEGIN IMMEDIATE");
         await new Promise<void>((resolve) => (gate.letGo = resolve));
         holder.exec("COMMIT");
         holder.close();
-        return WalCheckpointer.get().truncate(file);
+        return WalCheckpointer.get().truncate(file, claim);
       },
     });
     const sent = await burst(cell, 20);
@@ -285,12 +290,65 @@ describe("an idle queue's log", () => {
     expect(await idsAfterReopen(path)).toEqual([]);
   });
 
+  it("does not hold a send for a truncation still waiting behind other queues' work on the thread", async () => {
+    // One thread serves every queue, one request at a time: a truncation asked for may wait there
+    // behind other queues' work, holding nothing yet. A send meanwhile commits at once, and the
+    // truncation, of a queue no longer quiet, is not run.
+    let asked = false;
+    const { cell, clock, store, state, letGo, walBytes, errors, path } = openCell({
+      truncateLog: (file, claim) => {
+        asked = true;
+        return WalCheckpointer.get().truncate(file, claim);
+      },
+    });
+    const other = join(tempDir(), "other.sqlite");
+    const busy = new Database(other);
+    const holder = new Database(other);
+    try {
+      const sent = await burst(cell, 20);
+      // The quiet spell's copy runs first, with the thread free; its answer is kept back while the
+      // thread is given other work.
+      state.held = true;
+      clock.advance(quietMs);
+      await until(() => state.release.length > 0, "the quiet spell's copy");
+      busy.pragma("journal_mode = WAL");
+      busy.exec("CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+      // The other file's truncation waits for this lock in the thread's busy wait, up to 5 s.
+      holder.exec("BEGIN IMMEDIATE");
+      let aheadAnswered = false;
+      const ahead = WalCheckpointer.get()
+        .truncate(other)
+        .finally(() => (aheadAnswered = true));
+      letGo();
+      await until(() => asked, "the truncation asked for");
+      const { ids } = await cell.send([text("during")]);
+      // Before, the send waited for the thread's whole queue: here 5 s, the other file's busy wait.
+      expect(aheadAnswered).toBe(false);
+      expect(store.writesHeld()).toBeUndefined();
+      holder.exec("COMMIT");
+      expect(await ahead).toBe(true);
+      await until(() => (store as unknown as { truncating?: unknown }).truncating === undefined, "the truncation's answer");
+      // Not truncated under the send's commit: the log holds it, and the next quiet spell cuts it.
+      expect(walBytes()).toBeGreaterThan(0);
+      clock.advance(quietMs);
+      await until(() => walBytes() === 0, "the next quiet spell's truncation");
+      expect(errors).toEqual([]);
+      expect(new Set(await drain(cell))).toEqual(new Set([...sent, ...ids]));
+      await cell.close();
+      expect(await idsAfterReopen(path)).toEqual([]);
+    } finally {
+      holder.close();
+      busy.close();
+    }
+  });
+
   it("closing while a truncation runs writes what was queued once it ends, and loses nothing", async () => {
     const gate: { letGo?: () => void } = {};
     const { cell, clock, path } = openCell({
-      truncateLog: async (file) => {
+      truncateLog: async (file, claim) => {
+        Atomics.store(claim, 0, truncationClaim.started);
         await new Promise<void>((resolve) => (gate.letGo = resolve));
-        return WalCheckpointer.get().truncate(file);
+        return WalCheckpointer.get().truncate(file, claim);
       },
     });
     const sent = await burst(cell, 5);
@@ -301,6 +359,63 @@ describe("an idle queue's log", () => {
     gate.letGo!();
     const { ids } = await during;
     await closed;
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set([...sent, ...ids]));
+  });
+
+  it("refuses a send held by a truncation whose flush then fails, as one arriving after it", async () => {
+    // The held group must not be written between the failed flush and the store learning of it:
+    // after a failed flush the OS may have dropped pages and report it only once, so a later
+    // flush of the log could succeed without them and answer the send as durable.
+    const gate: { fail?: () => void } = {};
+    const { cell, clock, store, errors, path } = openCell({
+      truncateLog: (_file, claim) =>
+        new Promise<boolean>((_resolve, reject) => {
+          Atomics.store(claim, 0, truncationClaim.started);
+          gate.fail = () => reject(new CheckpointFlushError("EIO: i/o error, fsync"));
+        }),
+    });
+    const sent = await burst(cell, 20);
+    clock.advance(quietMs);
+    await until(() => gate.fail !== undefined, "the truncation");
+    const during = cell.send([text("during")]);
+    gate.fail!();
+    await expect(during).rejects.toThrow(/takes no more writes until celld is restarted/);
+    expect(store.failed).toBeDefined();
+    expect(errors).toHaveLength(1);
+    await cell.close();
+    expect(new Set(await idsAfterReopen(path))).toEqual(new Set(sent));
+  });
+
+  it("writes a send held by a truncation whose thread dies meanwhile, and loses nothing", async () => {
+    // The thread is terminated while its wal_checkpoint(TRUNCATE) waits for a lock another
+    // connection holds: the truncation is failed, and the held group must then find the log's
+    // locks free, not wait for a dead connection's in SQLite's busy wait on the event loop.
+    const running = (): { worker: Worker } | undefined => (WalCheckpointer as unknown as { shared?: { worker: Worker } }).shared;
+    const gate: { asked?: Promise<boolean>; holder?: Database.Database; claim?: Int32Array } = {};
+    const { cell, clock, store, errors, path } = openCell({
+      truncateLog: (file, claim) => {
+        gate.holder = new Database(file);
+        gate.holder.exec("BEGIN IMMEDIATE");
+        gate.claim = claim;
+        gate.asked = WalCheckpointer.get().truncate(file, claim);
+        return gate.asked;
+      },
+    });
+    const sent = await burst(cell, 20);
+    clock.advance(quietMs);
+    await until(() => gate.claim !== undefined && Atomics.load(gate.claim, 0) === truncationClaim.started, "the truncation's start");
+    const during = cell.send([text("during")]);
+    const stopped = running()!.worker.terminate();
+    gate.holder!.exec("COMMIT");
+    gate.holder!.close();
+    await stopped;
+    await expect(gate.asked).rejects.toThrow(/the checkpoint thread exited/);
+    const loopStarted = Date.now();
+    const { ids } = await during;
+    expect(Date.now() - loopStarted).toBeLessThan(1000);
+    expect(store.writesHeld()).toBeUndefined();
+    expect(errors.map(String)).toEqual([expect.stringMatching(/checkpointing its log: the checkpoint thread exited/)]);
+    await cell.close();
     expect(new Set(await idsAfterReopen(path))).toEqual(new Set([...sent, ...ids]));
   });
 
