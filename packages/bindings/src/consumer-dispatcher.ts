@@ -483,12 +483,12 @@ export class ConsumerDispatcher {
       return;
     }
     const deadLetter = this.cell.queueConfig.deadLetter;
-    const fate = failedFate(batch.length, settled.retried, settled.deadLettered, deadLetter);
+    const fate = failedFate(batch.length, settled, deadLetter);
     const warnFailed = (kind: string, line: string, about?: string): void => {
       if (this.failures === undefined) this.log.warn(line);
       else {
-        const { retried, deadLettered } = settled;
-        this.failures.batchFailed({ queue, tag: batch[0]!.id, kind, about, line, size: batch.length, retried, deadLettered, deadLetter });
+        const { acked, retried, deadLettered } = settled;
+        this.failures.batchFailed({ queue, tag: batch[0]!.id, kind, about, line, size: batch.length, acked, retried, deadLettered, deadLetter });
       }
     };
     if (result === "failed") {

@@ -54,6 +54,8 @@ export interface BatchFate {
   /** The line the dispatcher would print for this batch, said once per window. */
   line: string;
   size: number;
+  /** Acked explicitly before the handler failed, or all the rest when it returned (see failedFate). */
+  acked: number;
   retried: number;
   deadLettered: number;
   deadLetter: DeadLetterPolicy;
@@ -73,6 +75,7 @@ interface Window {
   /** Fates not printed: their batches and messages. */
   batches: number;
   size: number;
+  acked: number;
   retried: number;
   deadLettered: number;
   deadLetter: DeadLetterPolicy | undefined;
@@ -206,6 +209,7 @@ export class ConsumerFailureLog {
     }
     window.batches += 1;
     window.size += fate.size;
+    window.acked += fate.acked;
     window.retried += fate.retried;
     window.deadLettered += fate.deadLettered;
     window.deadLetter = fate.deadLetter;
@@ -251,6 +255,7 @@ export class ConsumerFailureLog {
       fateShown: false,
       batches: 0,
       size: 0,
+      acked: 0,
       retried: 0,
       deadLettered: 0,
       deadLetter: undefined,
@@ -270,7 +275,7 @@ export class ConsumerFailureLog {
     const fate =
       window.batches === 0 || window.deadLetter === undefined
         ? ""
-        : `; of their batches' messages, ${failedFate(window.size, window.retried, window.deadLettered, window.deadLetter)}`;
+        : `; of their batches' messages, ${failedFate(window.size, window, window.deadLetter)}`;
     this.out.warn(
       window.kind === "overflow"
         ? `queue "${window.queue}": the queue() handler threw ${times} other error(s) within ${seconds} s of the notice above, not printed${fate}`
@@ -284,8 +289,14 @@ export class ConsumerFailureLog {
 const batchKey = (queue: string, tag: string): string => JSON.stringify([queue, tag]);
 
 /** What became of a failed batch, in words: retried, and gone after their last delivery. */
-export function failedFate(size: number, retried: number, deadLettered: number, deadLetter: DeadLetterPolicy): string {
+export function failedFate(
+  size: number,
+  { acked, retried, deadLettered }: { acked: number; retried: number; deadLettered: number },
+  deadLetter: DeadLetterPolicy,
+): string {
   const parts = [`${retried} of ${size} message(s) will be retried`];
+  // Said only when some were: a batch that failed whole acked none, and that is the usual case.
+  if (acked > 0) parts.push(`${acked} ${acked === 1 ? "was" : "were"} acked`);
   if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and ${whereDeadLettersWent(deadLetter, deadLettered)}`);
   return parts.join("; ");
 }

@@ -3,6 +3,7 @@ import { expect, test } from "vitest";
 import {
   ConsumerFailureLog,
   distinctErrorsPrintedMax,
+  failedFate,
   fateWaitForErrorMs,
   repeatedFailureWindowMs,
   waitingFatesMax,
@@ -27,6 +28,7 @@ const fate = (tag: string): BatchFate => ({
   kind: "exception",
   line: `queue "jobs": batch ${tag} failed; 1 of 1 message(s) will be retried`,
   size: 1,
+  acked: 0,
   retried: 1,
   deadLettered: 0,
   deadLetter: { kind: "delete" },
@@ -188,4 +190,25 @@ test("an error is paired only with a fate of its own queue, whatever its tag", (
   expect(lines).toEqual([`report: ${report("boom").replace('"jobs"', '"mail"')}`]);
   clock.advance(fateWaitForErrorMs);
   expect(lines.slice(1)).toEqual([`warn: ${fate("m1").line}`]);
+});
+
+test("a fate says how many of the batch's messages were acked, when some were: the rest of a batch whose handler retried one on its last delivery", () => {
+  const deleted = { kind: "delete" } as const;
+  expect(failedFate(2, { acked: 1, retried: 0, deadLettered: 1 }, deleted)).toBe(
+    "0 of 2 message(s) will be retried; 1 was acked; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)",
+  );
+  expect(failedFate(5, { acked: 3, retried: 2, deadLettered: 0 }, deleted)).toBe("2 of 5 message(s) will be retried; 3 were acked");
+  // A batch that failed whole: nothing about acks.
+  expect(failedFate(1, { acked: 0, retried: 1, deadLettered: 0 }, deleted)).toBe("1 of 1 message(s) will be retried");
+});
+
+test("the summary of fates not printed counts their acked messages too", () => {
+  const { clock, lines, log } = logged();
+  const acking = (tag: string): BatchFate => ({ ...fate(tag), kind: "retried", about: "retried messages past their last delivery", size: 2, acked: 1, retried: 0, deadLettered: 1 });
+  for (const tag of ["a", "b", "c"]) log.batchFailed(acking(tag));
+  clock.advance(repeatedFailureWindowMs);
+  expect(lines.at(-1)).toBe(
+    'warn: queue "jobs": the queue() handler retried messages past their last delivery 2 more time(s) within 60 s of the report above, not printed again; ' +
+      "of their batches' messages, 0 of 4 message(s) will be retried; 2 were acked; 2 had no retries left and were deleted (the consumer names no dead_letter_queue)",
+  );
 });
