@@ -259,3 +259,29 @@ addEventListener("queue", (event) => {
   );
   expect(h.log.lines.filter((l) => l.includes("failed (exception) 2 more time(s)"))).toHaveLength(1);
 });
+
+test("a batch whose handler acks one message and retries the other on its last delivery is said with both", async () => {
+  const p = project();
+  const main = p.write({
+    "wrangler.toml": `
+name = "app"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+queues.producers = [{ binding = "JOBS", queue = "jobs" }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 2, max_batch_timeout = 0, max_retries = 0 }]
+`,
+    "worker.js": `export default {
+  async fetch(request, env) { await env.JOBS.sendBatch([{ body: 1 }, { body: 2 }]); return new Response("sent"); },
+  async queue(batch) { batch.messages[0].ack(); batch.messages[1].retry(); },
+};
+`,
+  });
+  const h = await runHost([main], p.dataDir);
+  await h.fetch("/", { method: "POST" });
+  await settled(h, 1);
+  expect(h.batches.map((b) => [b.size, b.acked])).toEqual([[2, 1]]);
+  const said = await eventually(() => h.log.lines.find((l) => l.startsWith('warn: queue "jobs": the queue() handler retried')), "the line");
+  expect(said).toBe(
+    'warn: queue "jobs": the queue() handler retried message(s) on their last delivery; 0 of 2 message(s) will be retried; 1 was acked; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)',
+  );
+});
