@@ -22,19 +22,27 @@ const worker = `export default {
 };
 `;
 
-/** `tidy`: closed after the test; otherwise the test closes it (to see what stopping prints). */
-async function start(tidy = true): Promise<RunningHost> {
-  const p = project();
-  const main = p.write({
+/**
+ * A Worker project that sends to and consumes "jobs" through `worker.js`: its wrangler.toml's
+ * consumer entry takes `consumer` (keys after `queue = "jobs"`). Returns the config's path.
+ */
+function jobsApp(p: ReturnType<typeof project>, consumer: string, workerJs: string, name = "app"): string {
+  return p.write({
     "wrangler.toml": `
-name = "app"
+name = "${name}"
 main = "worker.js"
 compatibility_date = "2026-04-01"
 queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 1, dead_letter_queue = "dead" }]
+queues.consumers = [{ queue = "jobs", ${consumer} }]
 `,
-    "worker.js": worker,
+    "worker.js": workerJs,
   });
+}
+
+/** `tidy`: closed after the test; otherwise the test closes it (to see what stopping prints). */
+async function start(tidy = true): Promise<RunningHost> {
+  const p = project();
+  const main = jobsApp(p, 'max_batch_size = 1, max_batch_timeout = 0, max_retries = 1, dead_letter_queue = "dead"', worker);
   return (tidy ? runHost : runUntidied)([main], p.dataDir);
 }
 
@@ -110,20 +118,11 @@ test.each([
   ["", "was deleted (the consumer names no dead_letter_queue)"],
 ])("messages a handler retry()s past their last delivery are said, then counted like failures (%s)", async (dlq, where) => {
   const p = project();
-  const main = p.write({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 1${dlq === "" ? "" : `, ${dlq}`} }]
-`,
-    "worker.js": `export default {
+  const main = jobsApp(p, `max_batch_size = 1, max_batch_timeout = 0, max_retries = 1${dlq === "" ? "" : `, ${dlq}`}`, `export default {
   async fetch(request, env) { await env.JOBS.send({}); return new Response("sent"); },
   async queue(batch) { for (const m of batch.messages) m.retry(); },
 };
-`,
-  });
+`);
   const h = await runHost([main], p.dataDir);
   const said = () => h.log.lines.filter((l) => l.startsWith('warn: queue "jobs": the queue() handler retried'));
   await h.fetch("/", { method: "POST" });
@@ -227,22 +226,13 @@ test("a service-worker consumer's errors are not seen, its console output is: it
   // event.waitUntil() promise rejects with only among its informational lines, which celld drops
   // (docs/batching-and-retries.md). What the script prints is shown (service-worker-console.ts).
   const p = project();
-  const main = p.write({
-    "wrangler.toml": `
-name = "sw"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0, max_retries = 0 }]
-`,
-    "worker.js": `addEventListener("fetch", (event) => event.respondWith(JOBS.send(new URL(event.request.url).pathname).then(() => new Response("sent"))));
+  const main = jobsApp(p, "max_batch_size = 1, max_batch_timeout = 0, max_retries = 0", `addEventListener("fetch", (event) => event.respondWith(JOBS.send(new URL(event.request.url).pathname).then(() => new Response("sent"))));
 addEventListener("queue", (event) => {
   console.error("the listener's own line");
   if (event.messages[0].body === "/sync") throw new Error("thrown by the listener");
   event.waitUntil(Promise.reject(new Error("rejected in waitUntil")));
 });
-`,
-  });
+`, "sw");
   const h = await runHost([main], p.dataDir);
   for (const path of ["/sync", "/async", "/sync"]) await h.fetch(path);
   await settled(h, 3);
@@ -262,20 +252,11 @@ addEventListener("queue", (event) => {
 
 test("a batch whose handler acks one message and retries the other on its last delivery is said with both", async () => {
   const p = project();
-  const main = p.write({
-    "wrangler.toml": `
-name = "app"
-main = "worker.js"
-compatibility_date = "2026-04-01"
-queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_size = 2, max_batch_timeout = 0, max_retries = 0 }]
-`,
-    "worker.js": `export default {
+  const main = jobsApp(p, "max_batch_size = 2, max_batch_timeout = 0, max_retries = 0", `export default {
   async fetch(request, env) { await env.JOBS.sendBatch([{ body: 1 }, { body: 2 }]); return new Response("sent"); },
   async queue(batch) { batch.messages[0].ack(); batch.messages[1].retry(); },
 };
-`,
-  });
+`);
   const h = await runHost([main], p.dataDir);
   await h.fetch("/", { method: "POST" });
   await settled(h, 1);
