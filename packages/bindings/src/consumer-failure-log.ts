@@ -134,7 +134,7 @@ export class ConsumerFailureLog {
       window.errorsUnprinted += 1;
     } else if (window === undefined) {
       // The summary names the error as thrown, without the report's lead ("[celld] ... threw: ").
-      this.open(key, queue, "error", `threw ${(lines[0] ?? "").replace(/^\[celld\] .*? threw: /, "")}`);
+      this.open(key, queue, "error", `threw ${(lines[0] ?? "").replace(/^\[celld\] .*? (?:threw|rejected): /, "")}`);
       this.out.report(text);
     } else {
       window.errorsUnprinted += 1;

@@ -212,3 +212,17 @@ test("the summary of fates not printed counts their acked messages too", () => {
       "of their batches' messages, 0 of 4 message(s) will be retried; 2 were acked; 2 had no retries left and were deleted (the consumer names no dead_letter_queue)",
   );
 });
+
+test("a service-worker shim's report of a rejected event.waitUntil() promise is summed up by its error alone, as a throw is", () => {
+  const { clock, lines, log } = logged();
+  const rejected = `[celld] an event.waitUntil() promise of the "queue" listener for "jobs" rejected: Error: mail server said 503\n    at send (worker.js:3:11)`;
+  for (const tag of ["m1", "m2"]) {
+    log.handlerThrew("jobs", tag, rejected);
+    log.batchFailed(fate(tag));
+  }
+  clock.advance(repeatedFailureWindowMs);
+  expect(lines.at(-1)).toBe(
+    'warn: queue "jobs": the queue() handler threw Error: mail server said 503 1 more time(s) within 60 s of the report above, not printed again; ' +
+      "of their batches' messages, 1 of 1 message(s) will be retried",
+  );
+});

@@ -61,6 +61,11 @@ export interface WorkerBundle {
    * without one.
    */
   entryFile?: string;
+  /**
+   * Lines at the top of `code` that are celld's own, not the Worker's (a service-worker script's
+   * shim, service-worker-shim.ts), which the map leaves without a position; absent without them.
+   */
+  entryLines?: number;
   /** False for a service-worker script (addEventListener), which Miniflare loads as a plain script. */
   modules: boolean;
   exports: string[];

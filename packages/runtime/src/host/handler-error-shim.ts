@@ -10,6 +10,7 @@
  * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
  * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
+import { describeErrorSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
 
 /** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
@@ -31,31 +32,7 @@ const report = (lead, error) => {
   if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
   console.error(\`[celld] \${lead}: \${describe(error)}\`);
 };
-// A thrown value as the author would want to read it: an error's stack, then its causes (an error
-// rethrown with { cause } names what went wrong first), each once; a plain object as JSON, where
-// String() would say only "[object Object]".
-const describe = (error) => {
-  let text = one(error);
-  const seen = new Set([error]);
-  for (let cause = causeOf(error); cause !== undefined && !seen.has(cause); cause = causeOf(cause)) {
-    seen.add(cause);
-    text += \`\\nCaused by: \${one(cause)}\`;
-  }
-  return text;
-};
-const causeOf = (value) => (value instanceof Error ? value.cause : undefined);
-const one = (value) => {
-  if (value && typeof value.stack === "string") return value.stack;
-  if (value !== null && typeof value === "object" && !(value instanceof Error)) {
-    try {
-      const json = JSON.stringify(value);
-      if (json !== undefined && json !== "{}") return json;
-    } catch {
-      // A cycle or a BigInt: String() below still names it.
-    }
-  }
-  return String(value);
-};
+${describeErrorSource}
 // A queue() handler's error goes to the host as one line it reads (QueueErrorMarks in
 // queue-error-record.ts), written under the Worker's token by writeRecord, not as the report
 // itself: a consumer failing every batch would print it hundreds of times a second, and only the

@@ -15,6 +15,7 @@ import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log
 import type { HostPlugin } from "./host-plugin.ts";
 import { handlerErrorShim, noDefaultExportWarning, noQueueListenerWarning } from "./handler-error-shim.ts";
 import { addsQueueListener } from "./service-worker-listeners.ts";
+import { withServiceWorkerShim } from "./service-worker-shim.ts";
 import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { QueueErrorMarks } from "./queue-error-record.ts";
@@ -195,15 +196,24 @@ export async function startHost(options: HostOptions): Promise<Host> {
         blame?.read(line);
         const logged = serviceWorkerConsole?.read(line);
         if (logged === "drop") return;
-        if (logged !== undefined) {
-          for (const text of logged.output.split("\n")) show(text, "stdout");
-          return;
-        }
-        const record = marks.read(line);
-        if (record !== undefined && "misplaced" in record) return showReport(record.misplaced);
-        if (record !== undefined) return failures.handlerThrew(record.queue, record.tag, record.text);
+        // A service-worker script's shim writes its records and reports through its console.
+        if (logged !== undefined) return forwardRecord(logged.output) || showConsole(logged.output);
+        if (forwardRecord(line)) return;
       }
       show(line, stream);
+    };
+    /** Whether the line was a shim's queue-error record, now handed on (marks.read). */
+    const forwardRecord = (line: string): boolean => {
+      const record = marks.read(line);
+      if (record === undefined) return false;
+      if ("misplaced" in record) showReport(record.misplaced);
+      else failures.handlerThrew(record.queue, record.tag, record.text);
+      return true;
+    };
+    // The shim's reports go where a module Worker's shim's do; the script's own output on stdout.
+    const showConsole = (output: string): void => {
+      const stream = output.startsWith("[celld] ") ? "stderr" : "stdout";
+      for (const text of output.split("\n")) show(text, stream);
     };
     setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
     const workerdBefore = workerdChildren();
@@ -288,6 +298,7 @@ async function bundleFor(worker: WorkerConfig, marks: QueueErrorMarks, warn: (me
     if (!plain.modules && consumer.queues.length > 0 && addsQueueListener(plain.code) === "no") {
       warn(noQueueListenerWarning(consumer.worker, worker.main, consumer.queues));
     }
+    if (!plain.modules) return withServiceWorkerShim(plain, consumer.token);
     return plain;
   }
   return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer) });

@@ -64,6 +64,11 @@ export class QueueErrorMarks {
 export function queueErrorWriter(token: string): string {
   const source =
     "export default ((marker, write, apply, stringify, output) => (record) => void apply(write, output, [marker + stringify(record)]))" +
-    `(${JSON.stringify(`[celld:queue-error ${token}] `)}, console.error, Reflect.apply, JSON.stringify, console);\n`;
+    `(${JSON.stringify(queueErrorMarker(token))}, console.error, Reflect.apply, JSON.stringify, console);\n`;
   return `data:text/javascript;base64,${Buffer.from(source).toString("base64")}`;
+}
+
+/** What starts a record's line for the Worker holding `token`; a shim's writer puts it before the record's JSON. */
+export function queueErrorMarker(token: string): string {
+  return `[celld:queue-error ${token}] `;
 }

@@ -3,7 +3,8 @@
  * that helps nobody writing a Worker, next to a better report of the same failure:
  *   - the native stack after an uncaught exception (addresses in the workerd binary);
  *   - its "Uncaught exception" line for an error a fetch() handler threw, which the handler shim
- *     (handler-error-shim.ts) has just reported with the script's own stack.
+ *     (handler-error-shim.ts) has just reported with the script's own stack; and the same for a
+ *     service-worker script's "fetch" listener (service-worker-shim.ts).
  * Everything else passes: a Worker's console output, workerd's warnings, and any uncaught
  * exception the shim did not report (thrown outside a handler, or by a script it cannot wrap).
  */
@@ -29,7 +30,9 @@ export class RuntimeOutputFilter {
 }
 
 const nativeStack = /^stack:( \S+@[0-9a-f]+)+$/;
-// The shim's own line: "[celld] fetch() handler for GET /path threw: TypeError: message".
-const shimFetchReport = /^\[celld\] fetch\(\) handler(?: for .*)? threw: (.*)$/;
+// The shim's own line: "[celld] fetch() handler for GET /path threw: TypeError: message"; for a
+// service-worker script's listener (service-worker-shim.ts), what it threw or its response rejected with.
+const shimFetchReport =
+  /^\[celld\] (?:fetch\(\) handler(?: for .*)? threw|"fetch" listener(?: for .*)? threw|the event\.respondWith\(\) promise of the "fetch" listener(?: for .*)? rejected): (.*)$/;
 // workerd's: "workerd/server/server.c++:5492: error: Uncaught exception: <where>: failed: remote.jsg.TypeError: message".
 const uncaughtException = /: error: Uncaught exception: .*?: failed: (?:remote\.)?(?:jsg\.)?(.*)$/;

@@ -6,8 +6,10 @@
  * from any listener or its top level, reached no one. So a host with a service-worker script runs
  * workerd verbose and reads these lines back into the Worker's output, as wrangler dev shows it:
  * strings as they are, other values as JSON, separated by spaces. workerd's other informational
- * lines (a connection refused, an exception it also reports otherwise, each with a native stack)
- * are dropped: they are what a Worker without `--verbose` never shows either.
+ * lines (a connection refused, each with a native stack) are dropped: they are what a Worker
+ * without `--verbose` never shows either. Among them is its "uncaught exception" for what a
+ * handler or listener threw, which names neither Worker nor batch: the shims (handler-error-shim.ts,
+ * service-worker-shim.ts) report those errors, once, with the Worker's own stack.
  */
 export class ServiceWorkerConsole {
   /** Inside a dropped informational line's continuation (an indented stack under it). */

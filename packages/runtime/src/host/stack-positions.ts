@@ -18,7 +18,7 @@ export interface BundledWorker {
   /** The Worker's name: the one workerd's reports at load start with, as Miniflare's service "core:user:<name>". */
   name: string;
   main: string;
-  bundle: Pick<WorkerBundle, "sourceMap" | "entryFile">;
+  bundle: Pick<WorkerBundle, "sourceMap" | "entryFile" | "entryLines">;
 }
 
 interface Script {
@@ -77,6 +77,10 @@ export class StackPositions {
       positions += 1;
       const script = this.#scripts.get(name) ?? this.#relativeScript(name);
       if (script === undefined) return whole;
+      if (Number(lineText) <= (script.bundle.entryLines ?? 0)) {
+        inEntry = true;
+        return whole;
+      }
       const origin = originOf(script.map, Number(lineText), Number(columnText));
       if (origin === undefined) return whole;
       if (origin.file === script.bundle.entryFile) {
@@ -118,6 +122,7 @@ function originOf(map: SourceMap, line: number, column: number): { file: string;
 function sameBundle(a: BundledWorker["bundle"], b: BundledWorker["bundle"]): boolean {
   return (
     a.entryFile === b.entryFile &&
+    a.entryLines === b.entryLines &&
     a.sourceMap.mappings === b.sourceMap.mappings &&
     a.sourceMap.sources.join("\n") === b.sourceMap.sources.join("\n")
   );

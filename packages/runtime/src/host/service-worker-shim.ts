@@ -1,0 +1,133 @@
+import type { WorkerBundle } from "../bundle.ts";
+import { describeErrorSource } from "./error-description-source.ts";
+import { queueErrorMarker } from "./queue-error-record.ts";
+
+/**
+ * A service-worker script (no exports; addEventListener) gets what a module Worker's shim gives
+ * (handler-error-shim.ts): what its "fetch" and "queue" listeners throw, a rejected
+ * event.respondWith() or event.waitUntil() promise and a rejection nobody handled are printed
+ * with the script's own stack. workerd reports them only among its informational lines, which the
+ * host drops (service-worker-console.ts): they name no Worker and no batch, and with a module
+ * Worker in the same deployment they also repeat what its shim printed.
+ *
+ * Such a script is one plain script, with no imports, so the shim is code put before the bundle's
+ * first line: it runs first, wraps the global addEventListener, and prints through console.error,
+ * which reaches the host as the script's console output (ServiceWorkerConsole). A "queue"
+ * listener's error goes to the host as a record under the Worker's token (queue-error-record.ts),
+ * as a module's queue() handler's does. The shim's code is one arrow function called at once in
+ * strict mode: it leaves no binding in the script's global scope, and the token is an argument of
+ * that call, in no function the script can reach and read with toString() (strict functions are not
+ * handed out by a stack's call sites either).
+ *
+ * In a service-worker script a rejected event.waitUntil() promise fails the batch (workerd waits
+ * for it to give the outcome), so for a "queue" listener it is the batch's error, a record.
+ */
+export function serviceWorkerShim(consumerToken: string | undefined): string {
+  const marker = consumerToken === undefined ? "undefined" : JSON.stringify(queueErrorMarker(consumerToken));
+  return `((marker, write, apply, stringify, output, target, add, remove) => {
+"use strict";
+const say = (text) => void apply(write, output, [text]);
+// One error can surface several ways (a promise handed to waitUntil() may also be what the listener
+// throws); a listener's throw is printed for every event it fails, the other ways only once.
+const printed = new WeakSet();
+const mark = (error) => {
+  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
+};
+${describeErrorSource}
+const report = (lead, error) => {
+  mark(error);
+  say(\`[celld] \${lead}: \${describe(error)}\`);
+};
+const reportOnce = (lead, error) => {
+  if (!printed.has(error)) report(lead, error);
+};
+// Written as one line the host reads and pairs with the batch's fate by its first message id.
+const reportQueueError = (event, lead, error) => {
+  if (marker === undefined) return report(lead, error);
+  mark(error);
+  let tag = "";
+  try {
+    tag = String(event.messages[0].id);
+  } catch {
+    // No messages to name: the host prints the error unpaired.
+  }
+  say(marker + stringify({ queue: String(event && event.queue), tag, text: \`[celld] \${lead}: \${describe(error)}\` }));
+};
+apply(add, target, ["unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason)]);
+const what = {
+  fetch: (event) => {
+    try {
+      return \`"fetch" listener for \${event.request.method} \${new URL(event.request.url).pathname}\`;
+    } catch {
+      return '"fetch" listener';
+    }
+  },
+  queue: (event) => \`"queue" listener for "\${event && event.queue}"\`,
+};
+// The promise is watched and handed to workerd as it was. (Reflect.set: an event that refused the
+// property would leave the listener unwatched, not failing.)
+const watch = (event, method, rejected) => {
+  if (event === null || typeof event !== "object" || typeof event[method] !== "function") return;
+  const original = event[method];
+  Reflect.set(event, method, function (promise) {
+    Promise.resolve(promise).catch(rejected);
+    return apply(original, this, arguments);
+  });
+};
+const listening = (type, listener) =>
+  function (event) {
+    const about = () => what[type](event);
+    if (type === "fetch") {
+      watch(event, "respondWith", (error) => reportOnce(\`the event.respondWith() promise of the \${about()} rejected\`, error));
+      watch(event, "waitUntil", (error) => reportOnce(\`an event.waitUntil() promise of the \${about()} rejected\`, error));
+    } else {
+      watch(event, "waitUntil", (error) => {
+        if (!printed.has(error)) reportQueueError(event, \`an event.waitUntil() promise of the \${about()} rejected\`, error);
+      });
+    }
+    try {
+      return typeof listener === "function" ? apply(listener, this, [event]) : apply(listener.handleEvent, listener, [event]);
+    } catch (error) {
+      if (type === "queue") reportQueueError(event, \`\${about()} threw\`, error);
+      else report(\`\${about()} threw\`, error);
+      throw error;
+    }
+  };
+// The same listener added twice is one listener, and removing it removes it: one wrapper for each.
+const wrappers = { fetch: new WeakMap(), queue: new WeakMap() };
+const wrapperOf = (type, listener) => {
+  const byListener = typeof type === "string" && Object.hasOwn(wrappers, type) ? wrappers[type] : undefined;
+  if (byListener === undefined || listener === null || (typeof listener !== "function" && typeof listener !== "object")) return listener;
+  let wrapper = byListener.get(listener);
+  if (wrapper === undefined) byListener.set(listener, (wrapper = listening(type, listener)));
+  return wrapper;
+};
+// Called bare (addEventListener(...)), a strict function has no this: the global scope is meant.
+const methods = {
+  addEventListener(type, listener, options) {
+    return apply(add, this ?? target, [type, wrapperOf(type, listener), options]);
+  },
+  removeEventListener(type, listener, options) {
+    return apply(remove, this ?? target, [type, wrapperOf(type, listener), options]);
+  },
+};
+for (const name of Object.keys(methods)) {
+  Object.defineProperty(target, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
+}
+})(${marker}, console.error, Reflect.apply, JSON.stringify, console, globalThis, globalThis.addEventListener, globalThis.removeEventListener);`;
+}
+
+/**
+ * The script's bundle with the shim on its first lines. The map gives those lines no position,
+ * and entryLines tells StackPositions to drop the shim's own frames, as it drops a module shim's.
+ */
+export function withServiceWorkerShim(bundle: WorkerBundle, consumerToken: string | undefined): WorkerBundle {
+  const shim = serviceWorkerShim(consumerToken);
+  const lines = shim.split("\n").length;
+  return {
+    ...bundle,
+    code: `${shim}\n${bundle.code}`,
+    sourceMap: { ...bundle.sourceMap, mappings: ";".repeat(lines) + bundle.sourceMap.mappings },
+    entryLines: lines,
+  };
+}
