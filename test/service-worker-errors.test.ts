@@ -88,6 +88,35 @@ compatibility_date = "2026-04-01"
   expect(running.log.lines.filter(workerdLine)).toEqual([]);
 });
 
+test("the wrapped addEventListener keeps its meaning: a listener added twice is one, removing it removes it, an object's handleEvent is reported", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `name = "sw"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+`,
+    "worker.js": `const first = (event) => event.respondWith(new Response("first"));
+addEventListener("fetch", first);
+self.addEventListener("fetch", first);
+removeEventListener("fetch", first);
+let calls = 0;
+addEventListener("fetch", {
+  handleEvent(event) {
+    calls += 1;
+    if (new URL(event.request.url).pathname === "/obj") throw new Error("object listener failed");
+    event.respondWith(new Response(\`object \${calls}\`));
+  },
+});
+`,
+  });
+  const running = await tidy.runHost([config], p.dataDir);
+  expect(await (await running.fetch("/")).text()).toBe("object 1");
+  expect((await running.fetch("/obj")).status).toBe(500);
+  const text = await logOnceItShows(running, /object listener failed/, "the object listener's report");
+  expect(text).toContain('stderr: [celld] "fetch" listener for GET /obj threw: Error: object listener failed\n');
+  expect(await (await running.fetch("/")).text()).toBe("object 3");
+});
+
 test("a module Worker and a service-worker script in one deployment: each error is printed once, by its own shim", async () => {
   const p = tidy.project();
   const sw = p.write({
