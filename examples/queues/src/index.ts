@@ -1,8 +1,8 @@
 // The Queues example Worker.
 //   POST /jobs/<anything>   queues one job for that path
 //   GET  /status            what was processed and what was dead-lettered
-// A job whose path ends in /fail throws in the consumer; after two retries it lands in the
-// dead-letter queue "jobs-dlq", whose consumer (this same script) records it.
+// A job whose path ends in /fail is retried by the consumer (message.retry()); after two retries
+// it lands in the dead-letter queue "jobs-dlq", whose consumer (this same script) records it.
 
 interface Job {
   path: string;
