@@ -4,7 +4,7 @@
  *   1. send: 100-event calls from 4 concurrent callers;
  *   2. lease(100) then ack, from 4 concurrent workers, on a filled queue.
  * Durable cells (durability "full": the WAL flushed before every answer), the server and client in this one process on loopback.
- * Run: node --import tsx bench/api-bench.ts   (the lead wires it into npm run bench)
+ * Run: npm run bench api (or node --import tsx bench/api-bench.ts)
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
