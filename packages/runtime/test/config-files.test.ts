@@ -131,8 +131,13 @@ describe("files that cannot be read", () => {
     const missing = at("nowhere", "wrangler.toml");
     const broken = at("bad-json", "wrangler.json");
     expect(issuesOf(() => loadDeployment([missing, broken])).map((i) => [i.file, i.message])).toEqual([
-      [missing, "config file not found"],
+      [missing, `config file not found (looked for ${missing})`],
       [broken, "JSON syntax error at line 4, column 3: a comma was expected before this"],
+    ]);
+    // A relative -c is named as typed, and the message says where it was looked for, as the keys
+    // command and a missing `main` say: a path typed in another directory than meant reads right.
+    expect(issuesOf(() => loadDeployment([join("nowhere", "wrangler.toml")])).map((i) => [i.file, i.message])).toEqual([
+      [join("nowhere", "wrangler.toml"), `config file not found (looked for ${join(process.cwd(), "nowhere", "wrangler.toml")})`],
     ]);
     const [issue] = issuesOf(() => parseDeployment([{ path: "wrangler.yaml", text: "name: x" }]));
     expect(issue?.message).toContain("its name must end in .toml, .json or .jsonc");

@@ -101,7 +101,8 @@ function readConfig(path: string): ParsedText {
     text = readFileSync(path, "utf8");
   } catch (error) {
     const err = error as NodeJS.ErrnoException;
-    const message = err.code === "ENOENT" ? "config file not found" : `cannot read the config file: ${err.message}`;
+    const message =
+      err.code === "ENOENT" ? `config file not found (looked for ${resolve(path)})` : `cannot read the config file: ${err.message}`;
     return { ok: false, issues: [{ file: path, path: "", message }] };
   }
   return parseConfigText(path, text);
