@@ -173,7 +173,7 @@ queues.consumers = [{ queue = "other", max_batch_timeout = 0 }, { queue = "big",
   test("ack() inside ctx.waitUntil() after the handler threw: acked (workerd waits for waitUntil)", async () => {
     const got = await deliveries("waitUntil ack", { mode: "wait-until-ack" }, undefined);
     expect(got).toHaveLength(1);
-    expect(h.log.lines).toContain('warn: queue "jobs": the queue() handler ended with outcome "exception"; 0 of 1 message(s) will be retried');
+    expect(h.log.lines).toContain('warn: queue "jobs": the queue() handler ended with outcome "exception"; 0 of 1 message(s) will be retried; 1 was acked');
   });
 
   test("retry() inside ctx.waitUntil() after the handler returned: retried", async () => {
