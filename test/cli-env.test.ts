@@ -55,7 +55,9 @@ test("celld dev --env production runs the section through workerd: its vars, .de
   try {
     const [, url] = await waitFor(r, /Worker "app-production" listening on (http:\/\/\S+)/);
     expect(r.output()).toContain('environment "production": Workers "app-production"');
-    expect(r.output()).toMatch(/queues: jobs-prod\n/);
+    // The banner's queues line comes after the listening line: waited for, not read at once (it
+    // was not yet there in one fresh-clone CI run).
+    await waitFor(r, /queues: jobs-prod\n/);
     expect(await (await fetch(url!, { method: "POST" })).text()).toBe("sent");
     let state: { mode: string; secret: string; seen: unknown } | undefined;
     for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((resolve) => setTimeout(resolve, 50))) {
