@@ -88,7 +88,9 @@ export interface SqliteStoreOptions {
   copyLog?: (path: string) => Promise<void>;
   /**
    * With `full`: copies what is left of the log and truncates it, off the event loop (the
-   * WalCheckpointer's thread); false when a reader kept it from finishing.
+   * WalCheckpointer's thread); false when a reader kept it from finishing. `claim` goes to
+   * WalCheckpointer.truncate (or is marked started by whatever stands in for it): a hook that drops
+   * it leaves a send free to commit while the log is cut, waiting for its lock on the event loop.
    */
   truncateLog?: (path: string, claim: Int32Array) => Promise<boolean>;
   /** With `full`: when the file is rewritten without its free pages (compactionDefault). */
