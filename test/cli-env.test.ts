@@ -79,3 +79,19 @@ test("an environment no config defines exits 78, naming the file and the environ
     'wrangler.toml: --env prod: this file defines no environment of that name; it defines "production", "staging" (add [env.prod] to run it)',
   );
 });
+
+test("switching environments on one data directory: the banner counts the other environment's queue files as in no config here", async () => {
+  const p = envProject();
+  const top = run(["dev", "--port", "0"], p.dir);
+  await waitFor(top, /queues: jobs\n/);
+  top.kill("SIGINT");
+  expect(await top.exited).toBe(0);
+  const production = run(["dev", "--port", "0", "--env", "production"], p.dir);
+  try {
+    const [line] = await waitFor(production, /data directory: .*\n/);
+    expect(line).toMatch(/\(2 queues on disk, [^;]+; 1 of them in no config of this deployment, kept as they are\)\n$/);
+  } finally {
+    production.kill("SIGINT");
+    await production.exited;
+  }
+});

@@ -10,3 +10,10 @@ test("the banner's data directory line counts the queue files and gives their si
   expect(line(9_000, 250_400_000_000)).toBe("data directory: /x/.celld (9000 queues on disk, 250 GB)");
   expect(line(0, 0)).toBe("data directory: /x/.celld (no queues on disk)");
 });
+
+test("queue files no config of the deployment names are counted in the line, so that it adds up with the queues line", () => {
+  expect(dataDirLine("/x/.celld", { queues: 4, bytes: 140_000 }, 2)).toBe(
+    "data directory: /x/.celld (4 queues on disk, 140 KB; 2 of them in no config of this deployment, kept as they are)",
+  );
+  expect(dataDirLine("/x/.celld", { queues: 2, bytes: 140_000 }, 0)).toBe("data directory: /x/.celld (2 queues on disk, 140 KB)");
+});

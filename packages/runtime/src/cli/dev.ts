@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { constants } from "node:os";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
@@ -158,7 +159,9 @@ export async function dev(args: DevArgs): Promise<number> {
   const first = deployment.workers[0]!;
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
   if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
-  log.info(dataDirLine(args.dataDir, host.registry.diskUsage()));
+  const usage = host.registry.diskUsage();
+  const configured = deployment.queues.filter((queue) => existsSync(host.registry.pathOf(queue))).length;
+  log.info(dataDirLine(args.dataDir, usage, Math.max(0, usage.queues - configured)));
   if (deployment.queues.length > 0) log.info(queuesLine(deployment.queues, host.unopenedQueues));
   return stopped;
 }
