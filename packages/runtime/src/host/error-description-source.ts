@@ -27,3 +27,35 @@ const one = (value) => {
   }
   return String(value);
 };`;
+
+/**
+ * What both shims build their reports from, around describe (above), given a `say(text)` in
+ * scope that prints a line. One error can surface several ways (a promise handed to waitUntil()
+ * may also be what the handler throws, or have a then() nobody catches): a handler's throw is
+ * printed for every invocation it fails (an error kept from an earlier one fails each anew), the
+ * other ways (reportOnce) only an error not printed before. queueRecord is a queue error as the
+ * host reads it (QueueErrorMarks): the batch's first message id lets the host pair the error with
+ * the batch's fate.
+ */
+export const errorReportingSource = `${describeErrorSource}
+const printed = new WeakSet();
+const mark = (error) => {
+  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
+};
+const report = (lead, error) => {
+  mark(error);
+  say(\`[celld] \${lead}: \${describe(error)}\`);
+};
+const reportOnce = (lead, error) => {
+  if (!printed.has(error)) report(lead, error);
+};
+const queueRecord = (batch, lead, error) => {
+  mark(error);
+  let tag = "";
+  try {
+    tag = String(batch.messages[0].id);
+  } catch {
+    // No messages to name: the host prints the error unpaired.
+  }
+  return { queue: String(batch && batch.queue), tag, text: \`[celld] \${lead}: \${describe(error)}\` };
+};`;

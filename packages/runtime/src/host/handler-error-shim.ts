@@ -10,7 +10,7 @@
  * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
  * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
-import { describeErrorSource } from "./error-description-source.ts";
+import { errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
 
 /** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
@@ -23,35 +23,17 @@ export function handlerErrorShim(mainPath: string, consumer?: { worker: string; 
 import * as user from ${main};
 export * from ${main};
 const original = user.default;
-// One error can surface several ways: a promise handed to waitUntil() may also be what the
-// handler throws, or have a then() nobody catches. A handler's throw is printed for every
-// invocation that fails (an error kept from an earlier one fails each request anew); the other
-// ways print only an error not printed before.
-const printed = new WeakSet();
-const report = (lead, error) => {
-  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
-  console.error(\`[celld] \${lead}: \${describe(error)}\`);
-};
-${describeErrorSource}
+// The Worker's console.error as it is at each report: a Worker that wraps it sees the reports.
+const say = (text) => console.error(text);
+${errorReportingSource}
 // A queue() handler's error goes to the host as one line it reads (QueueErrorMarks in
 // queue-error-record.ts), written under the Worker's token by writeRecord, not as the report
 // itself: a consumer failing every batch would print it hundreds of times a second, and only the
-// host, on its own clock, can print the first and count the rest. The batch's first message id lets the host pair the error with the batch's fate.
+// host, on its own clock, can print the first and count the rest.
 // (A Worker the host runs as no consumer gets no writer; nothing calls its queue() handler.)
 const reportQueueError = (batch, about, error) => {
   if (writeRecord === undefined) return report(\`\${about} threw\`, error);
-  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
-  let tag = "";
-  try {
-    tag = String(batch.messages[0].id);
-  } catch {
-    // No messages to name: the host prints the error unpaired.
-  }
-  const queue = String(batch && batch.queue);
-  writeRecord({ queue, tag, text: \`[celld] \${about} threw: \${describe(error)}\` });
-};
-const reportOnce = (lead, error) => {
-  if (!printed.has(error)) report(lead, error);
+  writeRecord(queueRecord(batch, \`\${about} threw\`, error));
 };
 addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
 const what = {

@@ -1,5 +1,5 @@
 import type { WorkerBundle } from "../bundle.ts";
-import { describeErrorSource } from "./error-description-source.ts";
+import { errorReportingSource } from "./error-description-source.ts";
 import { queueErrorMarker } from "./queue-error-record.ts";
 
 /**
@@ -27,31 +27,11 @@ export function serviceWorkerShim(consumerToken: string | undefined): string {
   return `((marker, write, apply, stringify, output, target, add, remove) => {
 "use strict";
 const say = (text) => void apply(write, output, [text]);
-// One error can surface several ways (a promise handed to waitUntil() may also be what the listener
-// throws); a listener's throw is printed for every event it fails, the other ways only once.
-const printed = new WeakSet();
-const mark = (error) => {
-  if (error !== null && (typeof error === "object" || typeof error === "function")) printed.add(error);
-};
-${describeErrorSource}
-const report = (lead, error) => {
-  mark(error);
-  say(\`[celld] \${lead}: \${describe(error)}\`);
-};
-const reportOnce = (lead, error) => {
-  if (!printed.has(error)) report(lead, error);
-};
-// Written as one line the host reads and pairs with the batch's fate by its first message id.
+${errorReportingSource}
+// Written as one line the host reads under the Worker's token.
 const reportQueueError = (event, lead, error) => {
   if (marker === undefined) return report(lead, error);
-  mark(error);
-  let tag = "";
-  try {
-    tag = String(event.messages[0].id);
-  } catch {
-    // No messages to name: the host prints the error unpaired.
-  }
-  say(marker + stringify({ queue: String(event && event.queue), tag, text: \`[celld] \${lead}: \${describe(error)}\` }));
+  say(marker + stringify(queueRecord(event, lead, error)));
 };
 apply(add, target, ["unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason)]);
 const what = {
