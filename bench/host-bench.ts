@@ -26,6 +26,7 @@ import { benchConsumer } from "./bench-workers.ts";
 import { benchWorkerdV8Flags } from "./celld-v8-flags.ts";
 import { diskFlushLatency, type FlushLatency } from "./disk-flush.ts";
 import { spawnHost, type HostProcess } from "./host-process.ts";
+import { machineCpuSnapshot, otherWork, type OtherWork } from "./machine-cpu.ts";
 import { drained, driver, endToEnd, paced, percentile, type Throughput } from "./host-workloads.ts";
 
 const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
@@ -74,6 +75,8 @@ interface LatencyFigures {
   sendAnsweredPerSecond: number;
   failures: number;
   firstFailure: string | undefined;
+  /** The machine's other work during the send run; undefined without /proc. */
+  machine: OtherWork | undefined;
 }
 
 interface RoundFigures {
@@ -112,7 +115,9 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
       const before = d.host.consumed;
       const settle = await paced(d, "/send", load.rate, load.settleMs * scale);
       const empty = await paced(d, "/noop", load.rate, load.noopMs * scale);
+      const machineBefore = machineCpuSnapshot();
       const sends = await paced(d, "/send", load.rate, load.sendMs * scale);
+      const machineAfter = machineCpuSnapshot();
       // The last partial batch waits out max_batch_timeout; the next run must start from empty.
       await drained(d, before, settle.roundTripMs.length + sends.roundTripMs.length);
       latency.push({
@@ -122,6 +127,7 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
         sendAnsweredPerSecond: sends.answeredPerSecond,
         failures: settle.failures + sends.failures + empty.failures,
         firstFailure: settle.firstFailure ?? sends.firstFailure ?? empty.firstFailure,
+        machine: machineBefore && machineAfter && otherWork(machineBefore, machineAfter, [process.pid, host.pid]),
       });
     }
     return {
@@ -286,6 +292,8 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
             `(alone, ${flushes.length} x 300 samples); empty request + fdatasync p50 ${ms(emptyP50 + flushP50)}`,
         );
       }
+      const machineLine = otherWorkLine(figures[s].map((f) => f.latency[i]!.machine), load.sendMs);
+      if (machineLine !== undefined) log(machineLine);
       const failed = figures[s].filter((f) => f.latency[i]!.failures > 0);
       for (const f of failed) log(`    ${s}: ${f.latency[i]!.failures} request(s) failed, first: ${f.latency[i]!.firstFailure}`);
     }
@@ -302,6 +310,24 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
     }
   }
   return lines;
+}
+
+/**
+ * What else the machine ran during the send runs, from the round with the median amount: a core
+ * taken away for tens of ms stalls every send in flight, whatever the host does (see
+ * machine-cpu.ts).
+ */
+function otherWorkLine(rounds: ReadonlyArray<OtherWork | undefined>, runMs: number): string | undefined {
+  if (rounds.some((r) => r === undefined)) return undefined;
+  const sorted = [...(rounds as OtherWork[])].sort((a, b) => a.othersMs - b.othersMs);
+  const mid = sorted[(sorted.length - 1) >> 1]!;
+  const ms = (n: number): string => `${Math.round(n).toLocaleString("en-US")} ms`;
+  const top = mid.top.map((t) => `${t.name} ${ms(t.ms)}`).join(", ");
+  return (
+    `    the machine's other work during the send run (not the bench or the host): ${ms(mid.othersMs)} of CPU in ` +
+      `${runMs / 1000} s, ${((100 * mid.othersMs) / runMs).toFixed(1)}% of one core${top === "" ? "" : ` (the most: ${top})`}; ` +
+      `hypervisor steal ${ms(mid.stealMs)} (the round with the median; rounds: ${rounds.map((r) => ms(r!.othersMs)).join(", ")})`
+  );
 }
 
 /** Where the work goes, by process: steadier than rates on a shared machine. */
