@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { machineCpuSnapshot, otherWork, type MachineCpuSnapshot } from "../bench/machine-cpu.ts";
 
-const proc = (pid: number, parent: number, name: string, ticks: number) => [`${pid}@1`, { pid, parent, name, ticks }] as const;
+type Entry = [string, { pid: number; parent: number; name: string; ticks: number }];
+const proc = (pid: number, parent: number, name: string, ticks: number): Entry => [`${pid}@1`, { pid, parent, name, ticks }];
 
-function snapshot(busyTicks: number, stealTicks: number, ...processes: ReturnType<typeof proc>[]): MachineCpuSnapshot {
+function snapshot(busyTicks: number, stealTicks: number, ...processes: Entry[]): MachineCpuSnapshot {
   return { busyTicks, stealTicks, processes: new Map(processes) };
 }
 
