@@ -11,6 +11,7 @@ import { checkPortFree } from "../host/port-check.ts";
 import type { DevArgs } from "./args.ts";
 import { dataDirLine } from "./data-dir-line.ts";
 import { exitStatus } from "./exit-status.ts";
+import { watchNpmParent } from "./npm-parent-watch.ts";
 
 /** How long in-flight batches may run on shutdown before they are handed back to their queues. */
 const shutdownGraceMs = 10_000;
@@ -154,6 +155,9 @@ export async function dev(args: DevArgs): Promise<number> {
       process.on(signal, () => stop(signal));
       for (const listener of others) process.removeListener(signal, listener);
     }
+    watchNpmParent(() => {
+      if (!stopping) stop("the npm script that started celld has ended");
+    });
   });
   // Only once the signals are ours: a supervisor may signal as soon as it reads this.
   const first = deployment.workers[0]!;
