@@ -50,6 +50,17 @@ describe("celld's argument refusals say what to type instead", () => {
     );
   });
 
+  test("an option given twice with two values is refused, where the last would have won unseen", () => {
+    expect(refusal(() => parseDevArgs(["--env", "staging", "--port", "0", "-e", "production"], cwd))).toBe(
+      '-e/--env given twice ("staging", then "production"); give it once',
+    );
+    expect(refusal(() => parseDevArgs(["--port", "8787", "--port=9000"], cwd))).toBe('--port given twice ("8787", then "9000"); give it once');
+    expect(refusal(() => parseKeysArgs(["list", "--data", "a", "--data", "b"], cwd))).toBe('--data given twice ("a", then "b"); give it once');
+    // The same value twice says one thing; several -c and --scope are meant.
+    expect(parseDevArgs(["-c", "wrangler.toml", "--port", "0", "--port", "0"], cwd).port).toBe(0);
+    expect(parseDevArgs(["-c", "a.toml", "-c", "b.toml", "-e", "x", "--env", "x"], cwd).environment).toBe("x");
+  });
+
   test("an option without its value says so", () => {
     expect(refusal(() => parseDevArgs(["--port"], cwd))).toBe("--port needs a value");
     expect(refusal(() => parseDevArgs(["-c"], cwd))).toBe("-c/--config needs a value");
@@ -62,7 +73,9 @@ describe("celld's argument refusals say what to type instead", () => {
     expect(refusal(() => parseKeysArgs(["create", "--org", "a b", "--project", "shop", "--env", "prod", "--scope", "events:read"], cwd))).toBe(
       '--org must be 1 to 63 characters: letters, digits, "-" and "_", starting with a letter or digit, got "a b"',
     );
-    expect(refusal(() => parseKeysArgs(create("--env", "_prod"), cwd))).toMatch(/^--env must be 1 to 63 characters: .*, got "_prod"$/);
+    expect(refusal(() => parseKeysArgs(["create", "--org", "acme", "--project", "shop", "--env", "_prod", "--scope", "events:read"], cwd))).toMatch(
+      /^--env must be 1 to 63 characters: .*, got "_prod"$/,
+    );
     expect(refusal(() => parseKeysArgs(create("--scope", "events:reed"), cwd))).toBe(
       '--scope: unknown scope "events:reed"; scopes are events:publish, events:write, events:read',
     );

@@ -244,7 +244,9 @@ function environmentName(flag: string | undefined, processEnv: Readonly<Record<s
 function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
   try {
     // The same options, with their values where parseArgs finds them: the config's type holds.
-    return parseArgs({ ...config, args: negativeValuesJoined(config.args ?? [], config.options ?? {}) } as T);
+    const parsed = parseArgs({ ...config, args: negativeValuesJoined(config.args ?? [], config.options ?? {}), tokens: true } as T);
+    onceEach((parsed as { tokens?: Token[] }).tokens ?? [], config.options ?? {});
+    return parsed;
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     const message = (error as Error).message;
@@ -265,6 +267,27 @@ function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof p
       throw new UsageError(option === undefined ? message : `${option} needs a value`);
     }
     throw error;
+  }
+}
+
+/**
+ * A single-valued option given twice with two values is refused: parseArgs keeps the last, so
+ * `--env staging ... --env production` would run production with nothing said.
+ */
+type Token = NonNullable<ReturnType<typeof parseArgs>["tokens"]>[number];
+
+function onceEach(tokens: readonly Token[], options: NonNullable<ParseArgsConfig["options"]>): void {
+  const seen = new Map<string, string>();
+  for (const token of tokens) {
+    if (token.kind !== "option" || options[token.name]?.multiple === true) continue;
+    const value = token.value ?? "";
+    const earlier = seen.get(token.name);
+    if (earlier !== undefined && earlier !== value) {
+      const short = options[token.name]?.short;
+      const named = short === undefined ? `--${token.name}` : `-${short}/--${token.name}`;
+      throw new UsageError(`${named} given twice ("${earlier}", then "${value}"); give it once`);
+    }
+    seen.set(token.name, value);
   }
 }
 
