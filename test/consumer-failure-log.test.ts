@@ -128,7 +128,7 @@ test.each([
   await h.fetch("/", { method: "POST" });
   await settled(h, 2);
   expect(said()).toEqual([
-    `warn: queue "jobs": the queue() handler retried message(s) on their last delivery; 0 of 1 message(s) will be retried; 1 had no retries left and ${where}`,
+    `warn: queue "jobs": the queue() handler retried 1 message on its last delivery (max_retries = 1), so it ${where}`,
   ]);
 
   await h.fetch("/", { method: "POST" });
@@ -272,6 +272,6 @@ test("a batch whose handler acks one message and retries the other on its last d
   expect(h.batches.map((b) => [b.size, b.acked])).toEqual([[2, 1]]);
   const said = await eventually(() => h.log.lines.find((l) => l.startsWith('warn: queue "jobs": the queue() handler retried')), "the line");
   expect(said).toBe(
-    'warn: queue "jobs": the queue() handler retried message(s) on their last delivery; 0 of 2 message(s) will be retried; 1 was acked; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)',
+    'warn: queue "jobs": the queue() handler retried 1 message on its last delivery (max_retries = 0), so it was deleted (the consumer names no dead_letter_queue); 1 was acked',
   );
 });

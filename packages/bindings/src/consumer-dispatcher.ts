@@ -9,7 +9,7 @@ import {
 } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
-import { failedFate, type ConsumerFailureLog } from "./consumer-failure-log.ts";
+import { failedFate, retriedPastLastFate, type ConsumerFailureLog } from "./consumer-failure-log.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
 
 export interface ConsumerSettings {
@@ -510,7 +510,7 @@ export class ConsumerDispatcher {
       // dev warns of each, and without a line a deleted message would leave no trace at all.
       warnFailed(
         "retried",
-        `queue "${queue}": the queue() handler retried message(s) on their last delivery; ${fate}`,
+        `queue "${queue}": the queue() handler ${retriedPastLastFate(settled, deadLetter, this.cell.queueConfig.maxDeliveries - 1)}`,
         "retried messages past their last delivery",
       );
     }

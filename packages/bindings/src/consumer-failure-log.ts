@@ -301,6 +301,26 @@ export function failedFate(
   return parts.join("; ");
 }
 
+/**
+ * A batch whose handler returned, having called retry() on messages on their last delivery: they
+ * were dead-lettered as the handler asked, which the plain fate's "0 of 1 message(s) will be
+ * retried" made read like a contradiction (the example's own `/fail` job showed it first).
+ */
+export function retriedPastLastFate(
+  { acked, retried, deadLettered }: { acked: number; retried: number; deadLettered: number },
+  deadLetter: DeadLetterPolicy,
+  maxRetries: number,
+): string {
+  const one = deadLettered === 1;
+  const parts = [
+    `retried ${deadLettered} message${one ? "" : "s"} on ${one ? "its" : "their"} last delivery (max_retries = ${maxRetries}), ` +
+      `so ${one ? "it" : "they"} ${whereDeadLettersWent(deadLetter, deadLettered)}`,
+  ];
+  if (retried > 0) parts.push(`${retried} other message(s) will be retried`);
+  if (acked > 0) parts.push(`${acked} ${acked === 1 ? "was" : "were"} acked`);
+  return parts.join("; ");
+}
+
 function whereDeadLettersWent(deadLetter: DeadLetterPolicy, count: number): string {
   switch (deadLetter.kind) {
     case "queue":

@@ -5,6 +5,7 @@ import {
   distinctErrorsPrintedMax,
   failedFate,
   fateWaitForErrorMs,
+  retriedPastLastFate,
   repeatedFailureWindowMs,
   waitingFatesMax,
   type BatchFate,
@@ -200,6 +201,20 @@ test("a fate says how many of the batch's messages were acked, when some were: t
   expect(failedFate(5, { acked: 3, retried: 2, deadLettered: 0 }, deleted)).toBe("2 of 5 message(s) will be retried; 3 were acked");
   // A batch that failed whole: nothing about acks.
   expect(failedFate(1, { acked: 0, retried: 1, deadLettered: 0 }, deleted)).toBe("1 of 1 message(s) will be retried");
+});
+
+test("messages a returning handler retried on their last delivery are said as dead-lettered by its retry(), not as a failure to retry", () => {
+  const queue = { kind: "queue", queue: "jobs-dlq" } as const;
+  expect(retriedPastLastFate({ acked: 0, retried: 0, deadLettered: 1 }, queue, 2)).toBe(
+    'retried 1 message on its last delivery (max_retries = 2), so it went to the dead-letter queue "jobs-dlq"',
+  );
+  expect(retriedPastLastFate({ acked: 4, retried: 1, deadLettered: 3 }, { kind: "delete" }, 0)).toBe(
+    "retried 3 messages on their last delivery (max_retries = 0), so they were deleted (the consumer names no dead_letter_queue); " +
+      "1 other message(s) will be retried; 4 were acked",
+  );
+  expect(retriedPastLastFate({ acked: 0, retried: 0, deadLettered: 2 }, { kind: "set" }, 5)).toBe(
+    "retried 2 messages on their last delivery (max_retries = 5), so they went to the queue's dead-letter set",
+  );
 });
 
 test("the summary of fates not printed counts their acked messages too", () => {
