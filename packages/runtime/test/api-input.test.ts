@@ -259,11 +259,19 @@ describe("every bound: accepted at the bound, refused one past it, and nothing a
     expect(over.json.error).toEqual({
       code: "body_too_large",
       message: `the request body is larger than ${apiLimits.sendBodyBytesMax} bytes`,
+      field: "body",
       bound: `at most ${apiLimits.sendBodyBytesMax} bytes`,
     });
     const lease = JSON.stringify({ max_messages: 1 });
     const leaseOver = lease + " ".repeat(apiLimits.controlBodyBytesMax + 1 - lease.length);
-    expect((await h.call("POST", `${keepers.path}:lease`, { raw: leaseOver, headers: { "content-type": "application/json" } })).status).toBe(413);
+    const leaseRefused = await h.call("POST", `${keepers.path}:lease`, { raw: leaseOver, headers: { "content-type": "application/json" } });
+    expect(leaseRefused.status).toBe(413);
+    expect(leaseRefused.json.error).toEqual({
+      code: "body_too_large",
+      message: `the request body is larger than ${apiLimits.controlBodyBytesMax} bytes`,
+      field: "body",
+      bound: `at most ${apiLimits.controlBodyBytesMax} bytes`,
+    });
     await keepers.check();
   });
 
@@ -288,6 +296,7 @@ describe("every bound: accepted at the bound, refused one past it, and nothing a
     });
     expect(response.startsWith("HTTP/1.1 413")).toBe(true);
     expect(response.toLowerCase()).toContain("connection: close");
+    expect(answerJson(response)).toMatchObject({ error: { code: "body_too_large", field: "body", bound: `at most ${apiLimits.controlBodyBytesMax} bytes` } });
   });
 });
 

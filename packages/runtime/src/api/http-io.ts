@@ -79,6 +79,7 @@ export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer
 
 function tooLarge(capBytes: number): ApiError {
   return new ApiError("body_too_large", `the request body is larger than ${capBytes} bytes`, {
+    field: "body",
     bound: `at most ${capBytes} bytes`,
   });
 }
