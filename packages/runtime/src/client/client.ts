@@ -10,7 +10,7 @@ import {
 } from "../api/proto-codec.ts";
 import { formatRfc3339, instantToMs, msToInstant } from "../api/timestamps.ts";
 import { consume, type ConsumeHandler, type ConsumeOptions, type Consumer } from "./consume.ts";
-import { errorFrom } from "./errors.ts";
+import { errorFrom, networkErrorFrom } from "./errors.ts";
 import { listedEventDataTexts } from "../api/json-source.ts";
 import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput, type JsonDataParser } from "./events.ts";
 import {
@@ -276,22 +276,14 @@ export class QueuesClient {
   private async jsonWithText(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<{ value: Json; text: string }> {
     const headers: Record<string, string> = { authorization: this.authorization, accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await this.dispatcher.request({
-      origin: this.origin,
-      method,
-      path,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal,
-    });
-    const text = await res.body.text();
+    const res = await this.call({ method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    const text = Buffer.from(res.bytes).toString("utf8");
     if (res.statusCode >= 300) throw errorFrom(res.statusCode, text, res.headers["retry-after"]);
     return { value: text === "" ? {} : (JSON.parse(text) as Json), text };
   }
 
   private async proto(path: string, body: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    const res = await this.dispatcher.request({
-      origin: this.origin,
+    const res = await this.call({
       method: "POST",
       path,
       headers: {
@@ -303,9 +295,18 @@ export class QueuesClient {
       body,
       signal,
     });
-    const bytes = new Uint8Array(await res.body.arrayBuffer());
-    if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(bytes).toString("utf8"), res.headers["retry-after"]);
-    return bytes;
+    if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(res.bytes).toString("utf8"), res.headers["retry-after"]);
+    return res.bytes;
+  }
+
+  /** One request and its whole answer; a connection that fails on the way is a `network_error`. */
+  private async call(request: Omit<Dispatcher.RequestOptions, "origin" | "signal"> & { signal?: AbortSignal | undefined }): Promise<{ statusCode: number; headers: Record<string, string | string[] | undefined>; bytes: Uint8Array }> {
+    try {
+      const res = await this.dispatcher.request({ ...request, origin: this.origin });
+      return { statusCode: res.statusCode, headers: res.headers, bytes: new Uint8Array(await res.body.arrayBuffer()) };
+    } catch (error) {
+      throw request.signal?.aborted === true ? error : networkErrorFrom(error, this.origin);
+    }
   }
 
   private split(queue: string): { env: string; id: string } {

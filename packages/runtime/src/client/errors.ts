@@ -1,5 +1,9 @@
-/** An answer other than 2xx. `code` is stable; see docs/api.md for the list. */
+/**
+ * An answer other than 2xx, or no answer at all (`network_error`, status 0). `code` is stable; see
+ * docs/api.md for the list.
+ */
 export class QueuesApiError extends Error {
+  /** The answer's HTTP status; 0 when none came (`network_error`). */
   readonly status: number;
   readonly code: string;
   readonly field: string | undefined;
@@ -12,8 +16,8 @@ export class QueuesApiError extends Error {
    */
   readonly retryAfterSeconds: number | undefined;
 
-  constructor(status: number, details: Record<string, unknown>, retryAfterSeconds?: number) {
-    super(typeof details["message"] === "string" ? details["message"] : `HTTP ${status}`);
+  constructor(status: number, details: Record<string, unknown>, retryAfterSeconds?: number, cause?: unknown) {
+    super(typeof details["message"] === "string" ? details["message"] : `HTTP ${status}`, cause === undefined ? undefined : { cause });
     this.name = `QueuesApiError [${String(details["code"] ?? status)}]`;
     this.status = status;
     this.code = typeof details["code"] === "string" ? details["code"] : "unknown";
@@ -29,8 +33,47 @@ export class QueuesApiError extends Error {
    * queue takes no writes until celld is restarted.
    */
   get retryable(): boolean {
-    return this.status === 408 || this.status === 429 || this.status >= 500;
+    return this.status === networkStatus || this.status === 408 || this.status === 429 || this.status >= 500;
   }
+}
+
+const networkStatus = 0;
+
+/** Failures to reach celld before the request could be written: nothing of the call was sent. */
+const connectCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+/** Failures of a connection once the request was on it, or while its answer came. */
+const connectionCodes = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE", "ETIMEDOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+/**
+ * undici's error for a call that got no answer, as a `network_error`. Anything else is returned
+ * as it is: a caller's abort, a closed or destroyed client (every later call fails the same way,
+ * so no retry can help), or a bug.
+ */
+export function networkErrorFrom(error: unknown, origin: string): unknown {
+  const code = errorCode(error);
+  if (code === undefined) return error;
+  const reason = error instanceof Error && error.message !== "" ? error.message : code;
+  if (connectCodes.has(code) || (error as { syscall?: unknown }).syscall === "connect") {
+    return new QueuesApiError(networkStatus, { code: "network_error", message: `could not connect to ${origin} (${reason}); nothing of this call was sent` }, undefined, error);
+  }
+  if (connectionCodes.has(code)) {
+    return new QueuesApiError(
+      networkStatus,
+      { code: "network_error", message: `the connection to ${origin} failed before the answer came (${reason}); the call may have taken effect` },
+      undefined,
+      error,
+    );
+  }
+  return error;
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") return code;
+  // Node's connect to a name with several addresses (localhost) fails with one error per address.
+  if (error instanceof AggregateError) return errorCode(error.errors[0]);
+  return undefined;
 }
 
 /** The error for a non-2xx answer: the API's own error object when the body is one. */

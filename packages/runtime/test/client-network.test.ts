@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { QueuesApiError, QueuesClient } from "../src/client/index.ts";
+import { run, waitFor } from "../../../test/cli-harness.ts";
+import { testEnv } from "./api-harness.ts";
+
+/** A port nothing listens on: taken from the kernel, then let go. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** `celld dev --api-port 0` as a user runs it, with a key for the test's environment. */
+async function celldDev() {
+  const dir = mkdtempSync(join(tmpdir(), "celld-client-net-"));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, "wrangler.toml"), `name = "net"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`);
+  writeFileSync(join(dir, "worker.js"), "export default { fetch() { return new Response('hi'); } };\n");
+  const [, org, , project, , env] = testEnv.split("/") as [string, string, string, string, string, string];
+  const keys = run(["keys", "create", "--org", org, "--project", project, "--env", env, "--scope", "events:write", "--scope", "events:read", "--data", join(dir, "data")], dir);
+  expect(await keys.exited).toBe(0);
+  const apiKey = keys.output().match(/^(ck_\S+)$/m)![1]!;
+  // Its own process group, so the test can kill celld and its workerd at once, as a crash would.
+  const dev = run(["dev", "--port", "0", "--api-port", "0", "--data", join(dir, "data")], dir, { detached: true });
+  onTestFinished(async () => {
+    try {
+      dev.killGroup("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+    await dev.exited;
+  });
+  const url = (await waitFor(dev, /queues API listening on (http:\/\/\S+)\/v1/))[1]!;
+  return { dev, url, apiKey };
+}
+
+describe("a network failure is a QueuesApiError too", () => {
+  it("a port nothing listens on: network_error, retryable, nothing sent, the cause kept", async () => {
+    const port = await closedPort();
+    for (const format of ["protobuf", "json"] as const) {
+      const client = new QueuesClient({ url: `http://127.0.0.1:${port}`, apiKey: "ck_x", env: testEnv, format });
+      for (const call of [() => client.getQueue("jobs"), () => client.send("jobs", [{ id: "a", source: "/c", type: "t" }])]) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(QueuesApiError);
+        expect(error).toMatchObject({ status: 0, code: "network_error", retryable: true, retryAfterSeconds: undefined, field: undefined });
+        expect((error as Error).message).toBe(`could not connect to http://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port}); nothing of this call was sent`);
+        expect((error as Error).cause).toMatchObject({ code: "ECONNREFUSED" });
+      }
+      await client.close();
+    }
+  });
+
+  it("celld killed while a long poll waits: network_error, retryable, and the call may have taken effect", async () => {
+    const { dev, url, apiKey } = await celldDev();
+    const client = new QueuesClient({ url, apiKey, env: testEnv });
+    await client.createQueue("jobs");
+    const polling = client.lease("jobs", { wait: 20 });
+    polling.catch(() => undefined);
+    // Until the poll has reached celld: it is on its connection then, and stays 20 s.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    dev.killGroup("SIGKILL");
+    const error = await polling.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QueuesApiError);
+    expect(error).toMatchObject({ status: 0, code: "network_error", retryable: true });
+    expect((error as Error).message).toMatch(new RegExp(`^the connection to ${url} failed before the answer came \\(.+\\); the call may have taken effect$`));
+    expect((error as Error).cause).toMatchObject({ code: "UND_ERR_SOCKET" });
+    await client.close();
+  }, 60_000);
+});
