@@ -3,7 +3,9 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
+import { limits } from "@celld/queue-cell";
 import { QueuesApiError, QueuesClient } from "../src/client/index.ts";
+import { clientDefaults } from "../src/client/client.ts";
 import { run, waitFor } from "../../../test/cli-harness.ts";
 import { testEnv } from "./api-harness.ts";
 
@@ -23,7 +25,7 @@ async function celldDev() {
   writeFileSync(join(dir, "wrangler.toml"), `name = "net"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`);
   writeFileSync(join(dir, "worker.js"), "export default { fetch() { return new Response('hi'); } };\n");
   const [, org, , project, , env] = testEnv.split("/") as [string, string, string, string, string, string];
-  const keys = run(["keys", "create", "--org", org, "--project", project, "--env", env, "--scope", "events:write", "--scope", "events:read", "--data", join(dir, "data")], dir);
+  const keys = run(["keys", "create", "--org", org, "--project", project, "--env", env, "--scope", "events:publish", "--scope", "events:write", "--scope", "events:read", "--data", join(dir, "data")], dir);
   expect(await keys.exited).toBe(0);
   const apiKey = keys.output().match(/^(ck_\S+)$/m)![1]!;
   // Its own process group, so the test can kill celld and its workerd at once, as a crash would.
@@ -70,6 +72,26 @@ describe("a network failure is a QueuesApiError too", () => {
     expect(error).toMatchObject({ status: 0, code: "network_error", retryable: true });
     expect((error as Error).message).toMatch(new RegExp(`^the connection to ${url} failed before the answer came \\(.+\\); the call may have taken effect$`));
     expect((error as Error).cause).toMatchObject({ code: "UND_ERR_SOCKET" });
+    await client.close();
+  }, 60_000);
+});
+
+describe("the client's connections to celld dev", () => {
+  it("1,000 sends started at once are queued on a bounded pool: none is refused", async () => {
+    // A client alone must not be able to overload a queue with sends.
+    expect(clientDefaults.connections).toBeLessThan(limits.producerCallsInFlightMax);
+    const { url, apiKey } = await celldDev();
+    const client = new QueuesClient({ url, apiKey, env: testEnv });
+    await client.createQueue("jobs");
+    // Unbounded, the pool opened a socket per send, and the queue refused hundreds of them (429
+    // overloaded) past its 256 sends in flight.
+    const outcomes = await Promise.allSettled(Array.from({ length: 1_000 }, (_, i) => client.send("jobs", [{ id: `e${i}`, source: "/c", type: "t", data: i }])));
+    const refused = outcomes.filter((o) => o.status === "rejected").map((o) => String((o as PromiseRejectedResult).reason));
+    expect(refused.slice(0, 3)).toEqual([]);
+    const pool = (client as unknown as { dispatcher: { stats: { connected: number } } }).dispatcher;
+    expect(pool.stats.connected).toBeGreaterThan(0);
+    expect(pool.stats.connected).toBeLessThanOrEqual(clientDefaults.connections);
+    expect((await client.getQueue("jobs")).counts!.ready).toBe(1_000);
     await client.close();
   }, 60_000);
 });

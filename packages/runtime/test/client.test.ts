@@ -172,6 +172,34 @@ for (const format of ["protobuf", "json"] as const) {
   });
 }
 
+describe("the client's connections", () => {
+  for (const format of ["protobuf", "json"] as const) {
+    it(`a long poll does not hold up a send, even with one connection (${format})`, async () => {
+      const h = await apiHarness();
+      await h.createQueue("jobs");
+      await h.createQueue("other");
+      const client = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv, format, connections: 1 });
+      // The server's clock never moves: a send queued behind this poll would wait for ever.
+      const polling = await h.whenWaiting(() => client.lease("jobs", { wait: 20 }));
+      await client.send("other", [{ id: "beside", source: "/c", type: "t" }]);
+      expect((await client.getQueue("other")).counts!.ready).toBe(1);
+      await client.send("jobs", [{ id: "wake", source: "/c", type: "t" }]);
+      expect((await polling.result).map((m) => m.event.id)).toEqual(["wake"]);
+      await client.close();
+    }, 10_000);
+  }
+
+  it("connections and longPollConnections are whole numbers from 1, or Infinity", () => {
+    for (const option of ["connections", "longPollConnections"] as const) {
+      for (const bad of [0, -1, 1.5, Number.NaN]) {
+        expect(() => new QueuesClient({ url: "http://127.0.0.1:1", apiKey: "k", [option]: bad })).toThrow(
+          new RangeError(`${option} must be a whole number from 1, or Infinity for no bound; got ${bad}`),
+        );
+      }
+    }
+  });
+});
+
 describe("the client's defaults", () => {
   it("speaks protobuf by default on the message routes", async () => {
     const h = await apiHarness();

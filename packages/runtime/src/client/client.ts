@@ -35,6 +35,19 @@ type Json = Record<string, unknown>;
 
 export type WireFormat = "protobuf" | "json";
 
+/** What the client's options default to. */
+export const clientDefaults = {
+  /**
+   * A queue takes `limits.producerCallsInFlightMax` sends at once and refuses the rest (429);
+   * unbounded, 1,000 sends started together opened 1,000 sockets and had hundreds refused. On
+   * loopback a handful of connections keep a queue's group commits full: more only queue in the
+   * server instead of here.
+   */
+  connections: 16,
+  /** One per consume() loop, or lease with `wait`, waiting at once; past it they queue. */
+  longPollConnections: 16,
+} as const;
+
 export interface QueuesClientOptions {
   /** The API's base URL, e.g. `http://127.0.0.1:8788`. */
   url: string;
@@ -43,9 +56,20 @@ export interface QueuesClientOptions {
   env?: string;
   /** Wire format of send, lease, ack and nack; every other call is JSON. Default protobuf. */
   format?: WireFormat;
-  /** Connections to keep open; a long poll holds one for its wait. Default unlimited. */
+  /**
+   * Connections for every call but long polls; calls past it wait in the client for one to be
+   * free. Default 16; `Infinity` for no bound.
+   */
   connections?: number;
-  /** Use this dispatcher instead of a pool of the client's own (the client will not close it). */
+  /**
+   * Connections for long polls (a lease with `wait` above 0, as consume() makes), kept apart so
+   * that waiting polls never hold up other calls. Default 16; `Infinity` for no bound.
+   */
+  longPollConnections?: number;
+  /**
+   * Use this dispatcher instead of pools of the client's own, for every call, long polls
+   * included (the client will not close it).
+   */
   dispatcher?: Dispatcher;
   /**
    * How the `data` of a JSON event is read, from the text the server holds (kept as the producer
@@ -59,6 +83,7 @@ export interface QueuesClientOptions {
 export class QueuesClient {
   readonly format: WireFormat;
   private readonly dispatcher: Dispatcher;
+  private readonly longPollDispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   private readonly authorization: string;
   private readonly env: string | undefined;
@@ -73,7 +98,10 @@ export class QueuesClient {
     this.origin = new URL(options.url).origin;
     this.parseJsonData = options.parseJsonData;
     this.ownsDispatcher = options.dispatcher === undefined;
-    this.dispatcher = options.dispatcher ?? new Pool(options.url, { connections: options.connections ?? null });
+    const connections = poolSize("connections", options.connections ?? clientDefaults.connections);
+    const longPollConnections = poolSize("longPollConnections", options.longPollConnections ?? clientDefaults.longPollConnections);
+    this.dispatcher = options.dispatcher ?? new Pool(options.url, { connections });
+    this.longPollDispatcher = options.dispatcher ?? new Pool(options.url, { connections: longPollConnections });
   }
 
   // ---- queues ----
@@ -118,13 +146,14 @@ export class QueuesClient {
 
   async lease(queue: string, options: LeaseOptions = {}): Promise<LeasedMessage[]> {
     const path = `${this.queuePath(queue)}:lease`;
+    const dispatcher = (options.wait ?? 0) > 0 ? this.longPollDispatcher : this.dispatcher;
     if (this.format === "protobuf") {
       const body = encodeProto("LeaseRequest", {
         max_messages: options.maxMessages ?? null,
         visibility_timeout: options.visibilityTimeout ?? null,
         wait: options.wait ?? null,
       });
-      const out = decodeProto("LeaseResponse", await this.proto(path, body, options.signal));
+      const out = decodeProto("LeaseResponse", await this.proto(path, body, options.signal, dispatcher));
       return out.messages.map((m) => ({
         id: m.id,
         leaseGeneration: int64ToNumber(m.lease_generation),
@@ -138,7 +167,7 @@ export class QueuesClient {
     if (options.maxMessages !== undefined) body["max_messages"] = options.maxMessages;
     if (options.visibilityTimeout !== undefined) body["visibility_timeout"] = options.visibilityTimeout;
     if (options.wait !== undefined) body["wait"] = options.wait;
-    const { value: out, text } = await this.jsonWithText("POST", path, body, options.signal);
+    const { value: out, text } = await this.jsonWithText("POST", path, body, options.signal, dispatcher);
     const dataTexts = this.parseJsonData === undefined ? [] : listedEventDataTexts(text, "messages");
     return (out["messages"] as Json[]).map((m, i) => ({
       id: m["id"] as string,
@@ -264,7 +293,7 @@ export class QueuesClient {
    */
   async close(): Promise<void> {
     await Promise.allSettled([...this.consumers].map((consumer) => consumer.stop()));
-    if (this.ownsDispatcher) await this.dispatcher.close();
+    if (this.ownsDispatcher) await Promise.all([this.dispatcher.close(), this.longPollDispatcher.close()]);
   }
 
   // ---- plumbing ----
@@ -273,17 +302,23 @@ export class QueuesClient {
     return (await this.jsonWithText(method, path, body, signal)).value;
   }
 
-  private async jsonWithText(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<{ value: Json; text: string }> {
+  private async jsonWithText(
+    method: Dispatcher.HttpMethod,
+    path: string,
+    body?: Json,
+    signal?: AbortSignal,
+    dispatcher = this.dispatcher,
+  ): Promise<{ value: Json; text: string }> {
     const headers: Record<string, string> = { authorization: this.authorization, accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await this.call({ method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    const res = await this.call(dispatcher, { method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
     const text = Buffer.from(res.bytes).toString("utf8");
     if (res.statusCode >= 300) throw errorFrom(res.statusCode, text, res.headers["retry-after"]);
     return { value: text === "" ? {} : (JSON.parse(text) as Json), text };
   }
 
-  private async proto(path: string, body: Uint8Array, signal?: AbortSignal): Promise<Uint8Array> {
-    const res = await this.call({
+  private async proto(path: string, body: Uint8Array, signal?: AbortSignal, dispatcher = this.dispatcher): Promise<Uint8Array> {
+    const res = await this.call(dispatcher, {
       method: "POST",
       path,
       headers: {
@@ -300,9 +335,12 @@ export class QueuesClient {
   }
 
   /** One request and its whole answer; a connection that fails on the way is a `network_error`. */
-  private async call(request: Omit<Dispatcher.RequestOptions, "origin" | "signal"> & { signal?: AbortSignal | undefined }): Promise<{ statusCode: number; headers: Record<string, string | string[] | undefined>; bytes: Uint8Array }> {
+  private async call(
+    dispatcher: Dispatcher,
+    request: Omit<Dispatcher.RequestOptions, "origin" | "signal"> & { signal?: AbortSignal | undefined },
+  ): Promise<{ statusCode: number; headers: Record<string, string | string[] | undefined>; bytes: Uint8Array }> {
     try {
-      const res = await this.dispatcher.request({ ...request, origin: this.origin });
+      const res = await dispatcher.request({ ...request, origin: this.origin });
       return { statusCode: res.statusCode, headers: res.headers, bytes: new Uint8Array(await res.body.arrayBuffer()) };
     } catch (error) {
       throw request.signal?.aborted === true ? error : networkErrorFrom(error, this.origin);
@@ -332,6 +370,13 @@ export class QueuesClient {
     if (this.env === undefined) throw new TypeError("this call needs the client's env option, or a full resource name");
     return this.env;
   }
+}
+
+/** undici's `connections`: null is its word for no bound. */
+function poolSize(option: string, value: number): number | null {
+  if (value === Infinity) return null;
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${option} must be a whole number from 1, or Infinity for no bound; got ${value}`);
+  return value;
 }
 
 function settleFromProto(out: PbSettleResponse): SettleResult {
