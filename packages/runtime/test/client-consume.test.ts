@@ -1,7 +1,10 @@
+import { connect, type Socket } from "node:net";
 import { Pool, type Dispatcher } from "undici";
 import { describe, expect, it } from "vitest";
+import { limits, ManualClock } from "@celld/queue-cell";
 import { QueuesApiError, QueuesClient, type LeasedMessage } from "../src/client/index.ts";
-import { apiHarness, eventually, testEnv } from "./api-harness.ts";
+import { consume, leaseRetryAfterMs, leaseRetryAfterMsMax } from "../src/client/consume.ts";
+import { apiHarness, event, eventually, testEnv } from "./api-harness.ts";
 
 async function consumeHarness() {
   const h = await apiHarness();
@@ -189,6 +192,54 @@ describe("consume", () => {
     await pool.close();
   });
 
+  it("a lease refused with Retry-After waits what the server said, not retryLeaseAfterMs", async () => {
+    // A client that does not read a lease of 100 large messages fills the server's budget of
+    // unread answers: leases are refused 503 with Retry-After 1 until it goes.
+    const h = await apiHarness({ answerBytesPendingMax: 1_000_000 });
+    await h.createQueue("big");
+    await h.createQueue("jobs");
+    const data = "x".repeat(limits.messageBytesMax - 1_000);
+    for (let i = 0; i < 100; i++) {
+      expect((await h.call("POST", `${h.queuePath("big")}:send`, { body: { events: [event(`e${i}`, data)] } })).status).toBe(200);
+    }
+    const unread = await unreadLease(h.server.url, h.defaultKey, "big");
+    await eventually(async () => (await h.call("GET", h.queuePath("big"))).json.counts.leased === 100);
+
+    const pool = new CountingPool(h.server.url);
+    const client = new QueuesClient({ url: h.server.url, apiKey: h.defaultKey, env: testEnv, dispatcher: pool });
+    const clock = new ManualClock();
+    const errors: unknown[] = [];
+    const consumer = consume(client, "jobs", () => undefined, { retryLeaseAfterMs: 60_000, onError: (e) => errors.push(e) }, clock);
+    await eventually(() => errors.length === 1 && clock.pendingTimers() === 1);
+    expect(errors[0]).toMatchObject({ status: 503, code: "unavailable", retryAfterSeconds: 1 });
+    clock.advance(999);
+    expect(clock.pendingTimers()).toBe(1);
+    expect(pool.requests).toBe(1);
+    unread.destroy();
+    await eventually(async () => (await h.call("GET", `${h.queuePath("big")}/dead-letters`)).status === 200);
+    // The next lease goes out once the second is up, and is taken: a long poll waits in the queue.
+    await h.whenWaiting(async () => clock.advance(1));
+    expect(pool.requests).toBe(2);
+    await consumer.stop();
+    expect(errors).toHaveLength(1);
+    await pool.close();
+  }, 20_000);
+
+  it("the wait after a refused lease: the server's Retry-After up to a minute, else retryLeaseAfterMs", () => {
+    const refused = (status: number, retryAfterSeconds?: number) => new QueuesApiError(status, { code: "x" }, retryAfterSeconds);
+    expect(leaseRetryAfterMsMax).toBe(60_000);
+    expect(leaseRetryAfterMs(refused(503, 10), 1_000)).toBe(10_000);
+    expect(leaseRetryAfterMs(refused(429, 1), 60_000)).toBe(1_000);
+    expect(leaseRetryAfterMs(refused(503, 60), 1_000)).toBe(60_000);
+    expect(leaseRetryAfterMs(refused(503, 61), 1_000)).toBe(60_000);
+    expect(leaseRetryAfterMs(refused(503, 3_600), 1_000)).toBe(60_000);
+    // "Now" from a proxy, said every time, would make a loop of calls.
+    expect(leaseRetryAfterMs(refused(503, 0), 1_000)).toBe(1_000);
+    expect(leaseRetryAfterMs(refused(503), 1_000)).toBe(1_000);
+    expect(leaseRetryAfterMs(new QueuesApiError(0, { code: "network_error" }), 250)).toBe(250);
+    expect(leaseRetryAfterMs(new Error("anything else"), 250)).toBe(250);
+  });
+
   for (const callback of ["onError", "retryDelay"] as const) {
     it(`a ${callback} that throws still lets the batch settle, then ends the loop with its error`, async () => {
       const { client, counts, send } = await consumeHarness();
@@ -231,3 +282,20 @@ describe("consume", () => {
     await client.close();
   });
 });
+
+/** A lease of 100 messages whose answer this client never reads. */
+function unreadLease(url: string, key: string, queue: string): Promise<Socket> {
+  const { port, hostname } = new URL(url);
+  const body = JSON.stringify({ max_messages: 100 });
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(
+        `POST /v1/${testEnv}/queues/${queue}:lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      resolve(socket);
+    });
+    socket.on("error", () => {});
+    socket.pause();
+  });
+}

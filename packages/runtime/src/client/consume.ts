@@ -1,4 +1,4 @@
-import { limits } from "@celld/queue-cell";
+import { limits, type Clock } from "@celld/queue-cell";
 import type { QueuesClient } from "./client.ts";
 import { QueuesApiError } from "./errors.ts";
 import type { LeasedMessage, NackRef } from "./resources.ts";
@@ -26,7 +26,11 @@ export interface ConsumeOptions {
    * the call; a sign that `visibilityTimeout` is shorter than the handler takes.
    */
   onStale?: (message: LeasedMessage) => void;
-  /** Milliseconds to wait after a failed lease before the next, and after an empty one when `wait` is 0. Default 1000. */
+  /**
+   * Milliseconds to wait after a failed lease before the next, where the server named no wait
+   * (its Retry-After is taken instead, up to a minute), and after an empty one when `wait` is 0.
+   * Default 1000.
+   */
   retryLeaseAfterMs?: number;
   /** Stops the loop when aborted, as stop() does. */
   signal?: AbortSignal;
@@ -52,11 +56,37 @@ const defaultMaxMessages = limits.maxBatchSizeDefault;
 const defaultRetryLeaseAfterMs = 1000;
 
 /**
+ * The loop's pauses on Node's timers. Not the cells' systemClock, whose timers are unref'd: a
+ * consumer waiting out celld's absence would let its process exit under it.
+ */
+const nodeTimers: Clock = {
+  now: () => Date.now(),
+  schedule(atMs, fn) {
+    const timer = setTimeout(fn, Math.max(0, atMs - Date.now()));
+    return () => clearTimeout(timer);
+  },
+};
+/** The longest a Retry-After holds the loop: a proxy's hour must not stop a worker for an hour. */
+export const leaseRetryAfterMsMax = 60_000;
+
+/**
+ * How long to wait after a lease failed with `error`: the server's Retry-After, which knows why
+ * (1 s for an overloaded or closing queue, 10 s for a full disk), else `fallbackMs`. A Retry-After
+ * of 0 is taken as none: said every time, it would make a loop of calls.
+ */
+export function leaseRetryAfterMs(error: unknown, fallbackMs: number): number {
+  const seconds = error instanceof QueuesApiError ? error.retryAfterSeconds : undefined;
+  if (seconds === undefined || seconds <= 0) return fallbackMs;
+  return Math.min(seconds * 1000, leaseRetryAfterMsMax);
+}
+
+/**
  * The worker loop: lease (long poll), run the handler for each message of the batch at once,
  * ack the ones that returned and nack the ones that threw. Stopping aborts a waiting lease (the
  * server hands back anything it leased for it), and waits for the batch in hand to be settled.
+ * `clock` times the loop's pauses; a test gives a ManualClock and moves it.
  */
-export function consume(client: QueuesClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}): Consumer {
+export function consume(client: QueuesClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}, clock: Clock = nodeTimers): Consumer {
   const stats: ConsumeStats = { leased: 0, acked: 0, nacked: 0, stale: 0 };
   const stopper = new AbortController();
   const onError = options.onError ?? (() => {});
@@ -81,14 +111,14 @@ export function consume(client: QueuesClient, queue: string, handler: ConsumeHan
         if (stopper.signal.aborted) break;
         if (cannotGetBetter(error)) throw error;
         onError(error);
-        await sleep(retryLeaseAfterMs, stopper.signal);
+        await sleep(leaseRetryAfterMs(error, retryLeaseAfterMs), stopper.signal, clock);
         continue;
       }
       stats.leased += batch.length;
       if (batch.length > 0) await handleBatch(batch);
       // Without a long poll the server answers an empty queue at once: leasing again at once
       // would call it hundreds of times a second for nothing.
-      else if (wait === 0) await sleep(retryLeaseAfterMs, stopper.signal);
+      else if (wait === 0) await sleep(retryLeaseAfterMs, stopper.signal, clock);
     }
     return { ...stats };
   };
@@ -194,12 +224,12 @@ function cannotGetBetter(error: unknown): boolean {
   return code === "UND_ERR_CLOSED" || code === "UND_ERR_DESTROYED";
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function sleep(ms: number, signal: AbortSignal, clock: Clock): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    const cancel = clock.schedule(clock.now() + ms, done);
     function done(): void {
-      clearTimeout(timer);
+      cancel();
       signal.removeEventListener("abort", done);
       resolve();
     }
