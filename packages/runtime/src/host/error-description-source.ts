@@ -59,3 +59,12 @@ const queueRecord = (batch, lead, error) => {
   }
   return { queue: String(batch && batch.queue), tag, text: \`[celld] \${lead}: \${describe(error)}\` };
 };`;
+
+/**
+ * `cronOf(event)`: the cron a scheduled event names, as a report's " for "<cron>"", or nothing for
+ * an event fired with no cron (Fetcher.scheduled() without one).
+ */
+export const cronOfSource = `const cronOf = (event) => {
+  const cron = event && event.cron;
+  return typeof cron === "string" && cron !== "" ? \` for "\${cron}"\` : "";
+};`;

@@ -3,14 +3,15 @@
  * host learns only the outcome "exception"; for fetch() on the Worker's own socket, workerd logs
  * the message with its own native stack, not the script's. So that a Worker author sees the error
  * and its JavaScript stack in the host's log, the Worker's entry is wrapped: its module is
- * re-exported unchanged, and the default export's fetch and queue handlers print a thrown error
- * (console.error, which workerd passes to the host's stderr) and rethrow it, so the response, the
- * outcome and the retries are what they would have been. workerd says nothing at all of a
- * rejected ctx.waitUntil() promise or of a promise rejection nobody handled; the shim prints
+ * re-exported unchanged, and the default export's fetch, queue and scheduled handlers print a
+ * thrown error (console.error, which workerd passes to the host's stderr) and rethrow it, so the
+ * response, the outcome and the retries are what they would have been. workerd says nothing at
+ * all of a scheduled() handler's error (it only fails the event's outcome), of a rejected
+ * ctx.waitUntil() promise or of a promise rejection nobody handled; the shim prints
  * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
  * also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
-import { errorReportingSource } from "./error-description-source.ts";
+import { cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
 
 /** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
@@ -35,6 +36,7 @@ const reportQueueError = (batch, about, error) => {
   if (writeRecord === undefined) return report(\`\${about} threw\`, error);
   writeRecord(queueRecord(batch, \`\${about} threw\`, error));
 };
+${cronOfSource}
 addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
 const what = {
   fetch: (request) => {
@@ -45,6 +47,7 @@ const what = {
     }
   },
   queue: (batch) => \`queue() handler for "\${batch && batch.queue}"\`,
+  scheduled: (controller) => \`scheduled() handler\${cronOf(controller)}\`,
 };
 // workerd waits for a waitUntil() promise and drops its rejection unseen (it is not an unhandled
 // rejection: workerd handles it). The promise is watched, and still handed to workerd as it was.

@@ -283,7 +283,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
 }
 
 /**
- * A module Worker's bundle gets the shim that prints what its fetch() and queue() handlers throw.
+ * A module Worker's bundle gets the shim that prints what its fetch(), queue() and scheduled() handlers throw.
  * The shim imports main, so the second bundle collects the same Text, Data and Wasm modules, under
  * the same names.
  */

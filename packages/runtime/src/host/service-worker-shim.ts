@@ -1,10 +1,10 @@
 import type { WorkerBundle } from "../bundle.ts";
-import { errorReportingSource } from "./error-description-source.ts";
+import { cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorMarker } from "./queue-error-record.ts";
 
 /**
  * A service-worker script (no exports; addEventListener) gets what a module Worker's shim gives
- * (handler-error-shim.ts): what its "fetch" and "queue" listeners throw, a rejected
+ * (handler-error-shim.ts): what its "fetch", "queue" and "scheduled" listeners throw, a rejected
  * event.respondWith() or event.waitUntil() promise and a rejection nobody handled are printed
  * with the script's own stack. workerd reports them only among its informational lines, which the
  * host drops (service-worker-console.ts): they name no Worker and no batch, and with a module
@@ -28,6 +28,7 @@ export function serviceWorkerShim(consumerToken: string | undefined): string {
 "use strict";
 const say = (text) => void apply(write, output, [text]);
 ${errorReportingSource}
+${cronOfSource}
 // Written as one line the host reads under the Worker's token.
 const reportQueueError = (event, lead, error) => {
   if (marker === undefined) return report(lead, error);
@@ -43,6 +44,7 @@ const what = {
     }
   },
   queue: (event) => \`"queue" listener for "\${event && event.queue}"\`,
+  scheduled: (event) => \`"scheduled" listener\${cronOf(event)}\`,
 };
 // The promise is watched and handed to workerd as it was. (Reflect.set: an event that refused the
 // property would leave the listener unwatched, not failing.)
@@ -57,13 +59,13 @@ const watch = (event, method, rejected) => {
 const listening = (type, listener) =>
   function (event) {
     const about = () => what[type](event);
-    if (type === "fetch") {
-      watch(event, "respondWith", (error) => reportOnce(\`the event.respondWith() promise of the \${about()} rejected\`, error));
-      watch(event, "waitUntil", (error) => reportOnce(\`an event.waitUntil() promise of the \${about()} rejected\`, error));
-    } else {
+    if (type === "queue") {
       watch(event, "waitUntil", (error) => {
         if (!printed.has(error)) reportQueueError(event, \`an event.waitUntil() promise of the \${about()} rejected\`, error);
       });
+    } else {
+      if (type === "fetch") watch(event, "respondWith", (error) => reportOnce(\`the event.respondWith() promise of the \${about()} rejected\`, error));
+      watch(event, "waitUntil", (error) => reportOnce(\`an event.waitUntil() promise of the \${about()} rejected\`, error));
     }
     try {
       return typeof listener === "function" ? apply(listener, this, [event]) : apply(listener.handleEvent, listener, [event]);
@@ -74,7 +76,7 @@ const listening = (type, listener) =>
     }
   };
 // The same listener added twice is one listener, and removing it removes it: one wrapper for each.
-const wrappers = { fetch: new WeakMap(), queue: new WeakMap() };
+const wrappers = { fetch: new WeakMap(), queue: new WeakMap(), scheduled: new WeakMap() };
 const wrapperOf = (type, listener) => {
   const byListener = typeof type === "string" && Object.hasOwn(wrappers, type) ? wrappers[type] : undefined;
   if (byListener === undefined || listener === null || (typeof listener !== "function" && typeof listener !== "object")) return listener;

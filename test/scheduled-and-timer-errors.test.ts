@@ -1,0 +1,94 @@
+import { expect, test } from "vitest";
+import { logOnceItShows, tidyAfterEach } from "./host-harness.ts";
+
+// What a scheduled handler or listener throws, and what a timer's callback throws, reach the log
+// with the author's stack, once, for a module Worker and a service-worker script alike. workerd
+// says them only among its informational lines, which the host drops (service-worker-console.ts),
+// or, for a module Worker in a deployment without a service-worker script, not at all.
+
+const tidy = tidyAfterEach();
+
+// A line of workerd's own, or a frame it printed, that the host should have dropped.
+const workerdLine = (l: string) => /workerd\/|info:|uncaught exception|Uncaught|^std(?:out|err): stack:/.test(l);
+
+const wrangler = (name: string, extra = "") => `name = "${name}"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+${extra}`;
+
+// celld fires no cron triggers; a Worker can run another's scheduled handler through a service
+// binding (Fetcher.scheduled(), under the service_binding_extra_handlers flag), and the first
+// Worker of the deployment, served at the host's URL, does so for /scheduled/<name>.
+const trigger = `export default {
+  async fetch(request, env) {
+    const [, what, name] = new URL(request.url).pathname.split("/");
+    if (what !== "scheduled") return new Response("no", { status: 404 });
+    const result = await env[name.toUpperCase()].scheduled({ cron: "*/5 * * * *" });
+    return new Response(result.outcome);
+  },
+};
+`;
+
+function deployment(p: ReturnType<typeof tidy.project>, sw: string, mod: string): string[] {
+  return [
+    p.write({
+      "trigger/wrangler.toml": wrangler(
+        "trigger",
+        `compatibility_flags = ["service_binding_extra_handlers"]
+services = [{ binding = "SW", service = "sw" }, { binding = "MOD", service = "mod" }]
+`,
+      ),
+      "trigger/worker.js": trigger,
+    }),
+    p.write({ "sw/wrangler.toml": wrangler("sw"), "sw/worker.js": sw }),
+    p.write({ "mod/wrangler.toml": wrangler("mod"), "mod/worker.js": mod }),
+  ];
+}
+
+test("a scheduled listener's and a scheduled() handler's throw, and their rejected waitUntil() promises, reach the log once each", async () => {
+  const p = tidy.project();
+  const configs = deployment(
+    p,
+    `let runs = 0;
+addEventListener("scheduled", (event) => {
+  runs += 1;
+  if (runs === 1) throw new Error(\`sw scheduled failed for \${event.cron}\`);
+  event.waitUntil(Promise.reject(new Error("sw scheduled wait failed")));
+});
+addEventListener("fetch", (event) => event.respondWith(new Response("sw")));
+`,
+    `let runs = 0;
+export default {
+  async fetch() {
+    return new Response("mod");
+  },
+  async scheduled(controller, env, ctx) {
+    runs += 1;
+    if (runs === 1) throw new Error(\`mod scheduled failed for \${controller.cron}\`);
+    ctx.waitUntil(Promise.reject(new Error("mod scheduled wait failed")));
+  },
+};
+`,
+  );
+  const running = await tidy.runHost(configs, p.dataDir);
+  for (const name of ["sw", "mod"]) {
+    expect(await (await running.fetch(`/scheduled/${name}`)).text()).toBe("exception");
+    // A rejected waitUntil() promise fails a scheduled event too.
+    expect(await (await running.fetch(`/scheduled/${name}`)).text()).toBe("exception");
+  }
+  const text = await logOnceItShows(running, /sw scheduled wait failed[^]*mod scheduled wait failed|mod scheduled wait failed[^]*sw scheduled wait failed/, "both reports");
+  const swJs = `file://${p.dir}/sw/worker.js`;
+  const modJs = `file://${p.dir}/mod/worker.js`;
+  expect(text).toContain(
+    `stderr: [celld] "scheduled" listener for "*/5 * * * *" threw: Error: sw scheduled failed for */5 * * * *\nstderr:     at ${swJs}:4:25\n`,
+  );
+  expect(text).toContain(`stderr: [celld] an event.waitUntil() promise of the "scheduled" listener for "*/5 * * * *" rejected: Error: sw scheduled wait failed\n`);
+  expect(text).toContain(
+    `stderr: [celld] scheduled() handler for "*/5 * * * *" threw: Error: mod scheduled failed for */5 * * * *\nstderr:     at Object.scheduled (${modJs}:8:27)\n`,
+  );
+  expect(text).toContain(`stderr: [celld] a ctx.waitUntil() promise of the scheduled() handler for "*/5 * * * *" rejected: Error: mod scheduled wait failed\n`);
+  for (const what of ["sw scheduled failed", "sw scheduled wait failed", "mod scheduled failed", "mod scheduled wait failed"]) {
+    expect({ what, times: text.split(`${what} `).length - 1 + text.split(`${what}\n`).length - 1 }).toEqual({ what, times: 1 });
+  }
+  expect(running.log.lines.filter(workerdLine)).toEqual([]);
+});
