@@ -92,3 +92,64 @@ export default {
   }
   expect(running.log.lines.filter(workerdLine)).toEqual([]);
 });
+
+// A callback run by a timer or as a microtask runs outside any handler: what it throws reaches no
+// handler's report. Each kind of Worker gets the same script, in its own shape; the response waits
+// until the callbacks have run (workerd cancels a request's timers once it is over).
+const callbacks = (prefix: string) => `const fail = (what) => {
+  throw new Error(\`${prefix} \${what} failed\`);
+};
+let ticks = 0;
+const later = (pathname) => {
+  if (pathname === "/timeout") setTimeout(() => fail("timeout"), 1);
+  if (pathname === "/interval") {
+    const id = setInterval(() => {
+      ticks += 1;
+      if (ticks === 2) clearInterval(id);
+      fail(\`interval tick \${ticks}\`);
+    }, 1);
+  }
+  if (pathname === "/microtask") queueMicrotask(() => fail("microtask"));
+  return new Promise((resolve) => setTimeout(resolve, 20));
+};
+`;
+
+test("what a setTimeout(), setInterval() or queueMicrotask() callback throws reaches the log once, with the author's stack, for both kinds of Worker", async () => {
+  const p = tidy.project();
+  const configs = deployment(
+    p,
+    `${callbacks("sw")}addEventListener("fetch", (event) => {
+  event.respondWith(later(new URL(event.request.url).pathname).then(() => new Response("sw")));
+});
+`,
+    `${callbacks("mod")}export default {
+  async fetch(request) {
+    await later(new URL(request.url).pathname);
+    return new Response("mod");
+  },
+};
+`,
+  );
+  const running = await tidy.runHost(configs, p.dataDir);
+  const sw = await running.host.miniflare.getWorker("sw");
+  const mod = await running.host.miniflare.getWorker("mod");
+  for (const [name, worker] of [["sw", sw], ["mod", mod]] as const) {
+    for (const path of ["/timeout", "/interval", "/microtask"]) {
+      expect(await (await worker.fetch(`http://x${path}`)).text()).toBe(name);
+    }
+  }
+  const text = await logOnceItShows(running, /sw interval tick 2[^]*mod interval tick 2|mod interval tick 2[^]*sw interval tick 2/, "the second ticks");
+  for (const name of ["sw", "mod"]) {
+    const js = `file://${p.dir}/${name}/worker.js`;
+    const at = `stderr:     at fail (${js}:2:9)\n`;
+    expect(text).toContain(`stderr: [celld] a setTimeout() callback threw: Error: ${name} timeout failed\n${at}stderr:     at ${js}:6:49\n`);
+    expect(text).toContain(`stderr: [celld] a setInterval() callback threw: Error: ${name} interval tick 1 failed\n${at}`);
+    expect(text).toContain(`stderr: [celld] a setInterval() callback threw: Error: ${name} interval tick 2 failed\n${at}`);
+    expect(text).toContain(`stderr: [celld] a queueMicrotask() callback threw: Error: ${name} microtask failed\n${at}`);
+    for (const what of ["timeout", "interval tick 1", "interval tick 2", "microtask"]) {
+      expect({ name, what, times: text.split(`${name} ${what} failed`).length - 1 }).toEqual({ name, what, times: 1 });
+    }
+  }
+  expect(text).not.toContain("interval tick 3");
+  expect(running.log.lines.filter(workerdLine)).toEqual([]);
+});

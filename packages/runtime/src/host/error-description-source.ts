@@ -68,3 +68,40 @@ export const cronOfSource = `const cronOf = (event) => {
   const cron = event && event.cron;
   return typeof cron === "string" && cron !== "" ? \` for "\${cron}"\` : "";
 };`;
+
+/**
+ * What a callback the runtime runs later, outside any handler or listener (a timer's, a
+ * microtask's), throws: no handler's report sees it, and workerd says it only among the
+ * informational lines the host drops, or for a module Worker in a deployment without a
+ * service-worker script not at all. Both shims replace the global functions that take such a
+ * callback with ones that hand the runtime a reporting one, given `apply` (Reflect.apply), `target`
+ * (the global scope) and reportOnce (errorReportingSource) in scope; the error is rethrown, so
+ * workerd does with it what it did. A function is replaced where it is defined (on a prototype of
+ * the global scope, in workerd), so that one reached through that prototype is the replacement too.
+ */
+export const callbackReportingSource = `const replaceOnOwner = (name, make) => {
+  let owner = target;
+  while (owner !== null && !Object.hasOwn(owner, name)) owner = Object.getPrototypeOf(owner);
+  if (owner === null) return;
+  const own = Object.getOwnPropertyDescriptor(owner, name);
+  if (typeof own.value !== "function") return;
+  Object.defineProperty(owner, name, { ...own, value: make(own.value) });
+};
+const reportingCallback = (name, callback) =>
+  typeof callback !== "function"
+    ? callback
+    : function (...args) {
+        try {
+          return apply(callback, this, args);
+        } catch (error) {
+          reportOnce(\`a \${name}() callback threw\`, error);
+          throw error;
+        }
+      };
+for (const name of ["setTimeout", "setInterval", "queueMicrotask"]) {
+  replaceOnOwner(name, (original) => ({
+    [name](callback, ...rest) {
+      return apply(original, this ?? target, [reportingCallback(name, callback), ...rest]);
+    },
+  })[name]);
+}`;

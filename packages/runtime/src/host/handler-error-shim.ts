@@ -7,11 +7,11 @@
  * thrown error (console.error, which workerd passes to the host's stderr) and rethrow it, so the
  * response, the outcome and the retries are what they would have been. workerd says nothing at
  * all of a scheduled() handler's error (it only fails the event's outcome), of a rejected
- * ctx.waitUntil() promise or of a promise rejection nobody handled; the shim prints
- * those too (wrangler dev shows them as "Uncaught (in promise)"). For a consumer Worker, the shim
- * also says at load when the default export has no queue() handler (see missingQueueWarning).
+ * ctx.waitUntil() promise, of a promise rejection nobody handled (wrangler dev shows it as
+ * "Uncaught (in promise)") or of what a timer's callback throws (callbackReportingSource); the
+ * shim prints those too. For a consumer Worker, the shim also says at load when the default export has no queue() handler (see missingQueueWarning).
  */
-import { cronOfSource, errorReportingSource } from "./error-description-source.ts";
+import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
 
 /** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
@@ -37,6 +37,9 @@ const reportQueueError = (batch, about, error) => {
   writeRecord(queueRecord(batch, \`\${about} threw\`, error));
 };
 ${cronOfSource}
+const apply = Reflect.apply;
+const target = globalThis;
+${callbackReportingSource}
 addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
 const what = {
   fetch: (request) => {

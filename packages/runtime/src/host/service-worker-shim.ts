@@ -1,12 +1,13 @@
 import type { WorkerBundle } from "../bundle.ts";
-import { cronOfSource, errorReportingSource } from "./error-description-source.ts";
+import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorMarker } from "./queue-error-record.ts";
 
 /**
  * A service-worker script (no exports; addEventListener) gets what a module Worker's shim gives
  * (handler-error-shim.ts): what its "fetch", "queue" and "scheduled" listeners throw, a rejected
- * event.respondWith() or event.waitUntil() promise and a rejection nobody handled are printed
- * with the script's own stack. workerd reports them only among its informational lines, which the
+ * event.respondWith() or event.waitUntil() promise, a rejection nobody handled and what a timer's
+ * or a microtask's callback throws (callbackReportingSource) are printed with the script's own
+ * stack. workerd reports them only among its informational lines, which the
  * host drops (service-worker-console.ts): they name no Worker and no batch, and with a module
  * Worker in the same deployment they also repeat what its shim printed.
  *
@@ -29,6 +30,7 @@ export function serviceWorkerShim(consumerToken: string | undefined): string {
 const say = (text) => void apply(write, output, [text]);
 ${errorReportingSource}
 ${cronOfSource}
+${callbackReportingSource}
 // Written as one line the host reads under the Worker's token.
 const reportQueueError = (event, lead, error) => {
   if (marker === undefined) return report(lead, error);
