@@ -117,6 +117,45 @@ addEventListener("fetch", {
   expect(await (await running.fetch("/")).text()).toBe("object 3");
 });
 
+test("a listener added through self or the global scope's prototype chain is reported too; EventTarget's and WorkerGlobalScope's addEventListener refuse the global scope, as in workerd", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `name = "sw"
+main = "worker.js"
+compatibility_date = "2026-04-01"
+`,
+    "worker.js": `const failing = (path) => (event) => {
+  if (new URL(event.request.url).pathname === path) throw new Error(\`listener for \${path} failed\`);
+};
+self.addEventListener("fetch", failing("/self"));
+// The global scope's own addEventListener, where workerd defines it.
+Object.getPrototypeOf(self).addEventListener.call(self, "fetch", failing("/scope"));
+const removed = failing("/removed");
+Object.getPrototypeOf(self).addEventListener.call(self, "fetch", removed);
+Object.getPrototypeOf(self).removeEventListener.call(self, "fetch", removed);
+const refused = [EventTarget, WorkerGlobalScope].map((type) => {
+  try {
+    type.prototype.addEventListener.call(globalThis, "fetch", failing("/refused"));
+    return "not refused";
+  } catch (error) {
+    return error.name;
+  }
+});
+addEventListener("fetch", (event) => event.respondWith(new Response(refused.join(" "))));
+`,
+  });
+  const running = await tidy.runHost([config], p.dataDir);
+  expect(await (await running.fetch("/")).text()).toBe("TypeError TypeError");
+  for (const path of ["/self", "/scope"]) expect((await running.fetch(path)).status).toBe(500);
+  expect(await (await running.fetch("/removed")).text()).toBe("TypeError TypeError");
+  await running.fetch("/mark");
+  const text = await logOnceItShows(running, /listener for \/self failed[^]*listener for \/scope failed/, "both reports");
+  expect(text).toContain('stderr: [celld] "fetch" listener for GET /self threw: Error: listener for /self failed\n');
+  expect(text).toContain('stderr: [celld] "fetch" listener for GET /scope threw: Error: listener for /scope failed\n');
+  expect(text).not.toContain("/removed failed");
+  expect(running.log.lines.filter(workerdLine)).toEqual([]);
+});
+
 test("a module Worker and a service-worker script in one deployment: each error is printed once, by its own shim", async () => {
   const p = tidy.project();
   const sw = p.write({

@@ -76,16 +76,15 @@ export const cronOfSource = `const cronOf = (event) => {
  * service-worker script not at all. Both shims replace the global functions that take such a
  * callback with ones that hand the runtime a reporting one, given `apply` (Reflect.apply), `target`
  * (the global scope) and reportOnce (errorReportingSource) in scope; the error is rethrown, so
- * workerd does with it what it did. A function is replaced where it is defined (on a prototype of
- * the global scope, in workerd), so that one reached through that prototype is the replacement too.
+ * workerd does with it what it did. A function is replaced wherever the global scope's prototype
+ * chain defines it (in workerd, on a prototype, not the global scope itself), so that one reached
+ * through a prototype (Object.getPrototypeOf(self).setTimeout) is the replacement too.
  */
-export const callbackReportingSource = `const replaceOnOwner = (name, make) => {
-  let owner = target;
-  while (owner !== null && !Object.hasOwn(owner, name)) owner = Object.getPrototypeOf(owner);
-  if (owner === null) return;
-  const own = Object.getOwnPropertyDescriptor(owner, name);
-  if (typeof own.value !== "function") return;
-  Object.defineProperty(owner, name, { ...own, value: make(own.value) });
+export const callbackReportingSource = `const replaceInChain = (name, make) => {
+  for (let owner = target; owner !== null; owner = Object.getPrototypeOf(owner)) {
+    const own = Object.getOwnPropertyDescriptor(owner, name);
+    if (own !== undefined && typeof own.value === "function") Object.defineProperty(owner, name, { ...own, value: make(own.value) });
+  }
 };
 const reportingCallback = (name, callback) =>
   typeof callback !== "function"
@@ -99,7 +98,7 @@ const reportingCallback = (name, callback) =>
         }
       };
 for (const name of ["setTimeout", "setInterval", "queueMicrotask"]) {
-  replaceOnOwner(name, (original) => ({
+  replaceInChain(name, (original) => ({
     [name](callback, ...rest) {
       return apply(original, this ?? target, [reportingCallback(name, callback), ...rest]);
     },

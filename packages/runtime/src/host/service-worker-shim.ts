@@ -25,7 +25,7 @@ import { queueErrorMarker } from "./queue-error-record.ts";
  */
 export function serviceWorkerShim(consumerToken: string | undefined): string {
   const marker = consumerToken === undefined ? "undefined" : JSON.stringify(queueErrorMarker(consumerToken));
-  return `((marker, write, apply, stringify, output, target, add, remove) => {
+  return `((marker, write, apply, stringify, output, target, add) => {
 "use strict";
 const say = (text) => void apply(write, output, [text]);
 ${errorReportingSource}
@@ -86,19 +86,21 @@ const wrapperOf = (type, listener) => {
   if (wrapper === undefined) byListener.set(listener, (wrapper = listening(type, listener)));
   return wrapper;
 };
-// Called bare (addEventListener(...)), a strict function has no this: the global scope is meant.
-const methods = {
-  addEventListener(type, listener, options) {
-    return apply(add, this ?? target, [type, wrapperOf(type, listener), options]);
-  },
-  removeEventListener(type, listener, options) {
-    return apply(remove, this ?? target, [type, wrapperOf(type, listener), options]);
-  },
-};
-for (const name of Object.keys(methods)) {
-  Object.defineProperty(target, name, { value: methods[name], writable: true, configurable: true, enumerable: false });
+// Replaced where workerd defines them, on a prototype of the global scope, which a script may
+// reach (Object.getPrototypeOf(self).addEventListener.call(self, ...)). EventTarget.prototype's and
+// WorkerGlobalScope.prototype's addEventListener refuse the global scope (workerd's "Illegal
+// invocation"), so these are the only ways to add a listener workerd calls. Only the global
+// scope's listeners are wrapped: any other object sharing the prototype keeps its own. Called bare
+// (addEventListener(...)), a strict function has no this: the global scope is meant.
+for (const name of ["addEventListener", "removeEventListener"]) {
+  replaceInChain(name, (original) => ({
+    [name](type, listener, options) {
+      const scope = this ?? target;
+      return apply(original, scope, [type, scope === target ? wrapperOf(type, listener) : listener, options]);
+    },
+  })[name]);
 }
-})(${marker}, console.error, Reflect.apply, JSON.stringify, console, globalThis, globalThis.addEventListener, globalThis.removeEventListener);`;
+})(${marker}, console.error, Reflect.apply, JSON.stringify, console, globalThis, globalThis.addEventListener);`;
 }
 
 /**
