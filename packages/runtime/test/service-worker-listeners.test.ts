@@ -27,6 +27,10 @@ test.each([
   ["no listener at all, the word queue in a string", 'const note = "queue";\naddEventListener("fetch", () => note);', "no"],
   ["an event named by a variable", 'const type = "queue";\naddEventListener(type, (e) => {});', "unknown"],
   ["an event named by a template with a value in it", 'const q = "queue";\naddEventListener(`${q}`, (e) => {});\naddEventListener("fetch", () => {});', "unknown"],
+  ["through the global scope's prototype, with call()", 'Object.getPrototypeOf(self).addEventListener.call(self, "queue", (e) => {});', "yes"],
+  ["a fetch listener through the prototype only", 'Object.getPrototypeOf(self).addEventListener.call(self, "fetch", (e) => {});', "no"],
+  ["added with apply()", 'const proto = Object.getPrototypeOf(self);\nproto.addEventListener.apply(self, ["queue", (e) => {}]);\naddEventListener("fetch", () => {});', "unknown"],
+  ["addEventListener kept under another name", 'const listen = addEventListener;\nlisten("queue", (e) => {});\naddEventListener("fetch", () => {});', "unknown"],
   ["a listener in a comment only", '// addEventListener("queue", ...)\naddEventListener("fetch", () => {});', "no"],
 ] as const)("%s: %s", async (_, source, expected) => {
   const code = await bundled(`w${Math.random().toString(36).slice(2)}`, `${source}\n`);

@@ -6,12 +6,20 @@
  * which writes every string literal in double quotes and keeps no ordinary comments, so the calls
  * read alike however the author wrote them.
  *
- * "unknown" when a call names its event by anything but a literal (a variable, a template with ${}):
- * a warning then could be wrong, and says nothing.
+ * A call through the global scope's prototype (`addEventListener.call(self, "queue", ...)`, which
+ * workerd accepts; see service-worker-shim.ts) names its event second. "unknown" when a call names
+ * its event by anything but a literal (a variable, a template with ${}), or addEventListener is used
+ * any other way (apply(), kept under another name): a warning then could be wrong, and says nothing.
  */
 export function addsQueueListener(code: string): "yes" | "no" | "unknown" {
   let unknown = false;
-  for (const call of code.matchAll(/\baddEventListener\(\s*([^,)]*)/g)) {
+  for (const mention of code.matchAll(/\baddEventListener\b/g)) {
+    callType.lastIndex = mention.index;
+    const call = callType.exec(code);
+    if (call === null) {
+      unknown = true;
+      continue;
+    }
     const type = call[1]!.trim();
     if (type === '"queue"' || type === "`queue`") return "yes";
     // esbuild keeps a template literal as written; one with no ${} is as good as a string.
@@ -19,3 +27,6 @@ export function addsQueueListener(code: string): "yes" | "no" | "unknown" {
   }
   return unknown ? "unknown" : "no";
 }
+
+/** The event type a call names: addEventListener(type, ...) or addEventListener.call(scope, type, ...). */
+const callType = /addEventListener(?:\(\s*|\.call\(\s*[\w$.]+\s*,\s*)([^,)]*)/y;
