@@ -237,11 +237,13 @@ addEventListener("queue", (event) => {
   for (const path of ["/sync", "/async", "/sync"]) await h.fetch(path);
   await settled(h, 3);
   expect(h.batches.map((b) => b.outcome)).toEqual(["exception", "exception", "exception"]);
+  // The lines name what the author wrote: a "queue" event listener, not a queue() handler.
+  const listenerFates = () => h.log.lines.filter((l) => l.startsWith('warn: queue "jobs": the "queue" event listener ended with'));
   const fate =
-    'warn: queue "jobs": the queue() handler ended with outcome "exception"; 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)';
+    'warn: queue "jobs": the "queue" event listener ended with outcome "exception"; 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)';
   // Each error came with its batch: no fate waits for one (the clock has not moved).
-  await eventually(() => (fateLines(h).length === 2 ? true : undefined), "the fates of both errors");
-  expect(fateLines(h)).toEqual([fate, fate]);
+  await eventually(() => (listenerFates().length === 2 ? true : undefined), "the fates of both errors");
+  expect(listenerFates()).toEqual([fate, fate]);
   const errors = () => h.log.lines.filter((l) => /^stderr: .*(?:thrown by the listener|rejected in waitUntil)/.test(l));
   expect(errors()).toEqual([
     'stderr: [celld] "queue" listener for "jobs" threw: Error: thrown by the listener',
@@ -250,7 +252,7 @@ addEventListener("queue", (event) => {
   h.clock.advance(repeatedFailureWindowMs);
   const summary = await eventually(() => summaries(h)[0], "the summary of the thrown error");
   expect(summary).toBe(
-    'warn: queue "jobs": the queue() handler threw Error: thrown by the listener 1 more time(s) within 60 s of the report above, not printed again; ' +
+    'warn: queue "jobs": the "queue" event listener threw Error: thrown by the listener 1 more time(s) within 60 s of the report above, not printed again; ' +
       "of their batches' messages, 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)",
   );
   await h.close();

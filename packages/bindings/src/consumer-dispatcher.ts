@@ -9,7 +9,7 @@ import {
 } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
-import { failedFate, retriedPastLastFate, type ConsumerFailureLog } from "./consumer-failure-log.ts";
+import { consumerHandlerWords, failedFate, retriedPastLastFate, type ConsumerFailureLog, type ConsumerKind } from "./consumer-failure-log.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
 
 export interface ConsumerSettings {
@@ -20,6 +20,8 @@ export interface ConsumerSettings {
   retryDelaySeconds: number;
   /** How long one queue() invocation may run before it counts as a failed delivery. */
   wallTimeSeconds: number;
+  /** How the consumer Worker is written, for what its lines call its handler; a module unless said. */
+  consumer?: ConsumerKind;
 }
 
 /**
@@ -127,6 +129,8 @@ export class ConsumerDispatcher {
   private readonly visibilitySeconds: number;
   private readonly budget: InFlightBudget;
   private readonly failures: ConsumerFailureLog | undefined;
+  /** What the lines call the consumer's handler (consumerHandlerWords). */
+  private readonly handler: string;
   private running = false;
   private abort = new AbortController();
   private loop: Promise<void> | undefined;
@@ -158,6 +162,8 @@ export class ConsumerDispatcher {
     this.leaseOwner = options.leaseOwner ?? 0;
     this.budget = options.budget ?? new InFlightBudget(limits.consumerBatchBytesInFlightMax);
     this.failures = options.failures;
+    this.handler = consumerHandlerWords[this.settings.consumer ?? "module"];
+    this.failures?.consumedBy(this.settings.queue, this.settings.consumer ?? "module");
     this.visibilitySeconds = Math.min(
       limits.visibilityTimeoutSecondsMax,
       Math.ceil(this.settings.maxBatchTimeoutSeconds + this.settings.wallTimeSeconds + leaseSlackSeconds),
@@ -414,7 +420,7 @@ export class ConsumerDispatcher {
           // The batch counts as failed now; a request left open would hold its connection until
           // workerd answered, if ever.
           const seconds = this.settings.wallTimeSeconds;
-          invocation.abort(new Error(`the queue() handler of queue "${queue}" ran past its wall time of ${seconds} s`));
+          invocation.abort(new Error(`${this.handler} of queue "${queue}" ran past its wall time of ${seconds} s`));
           resolve("wall-time");
         });
       });
@@ -446,7 +452,7 @@ export class ConsumerDispatcher {
         return;
       }
       this.log.error(
-        `queue "${queue}": the queue() handler could not be run; its ${batch.length} message(s) are back in the queue, ` +
+        `queue "${queue}": ${this.handler} could not be run; its ${batch.length} message(s) are back in the queue, ` +
           `their attempt not counted; the next batch in ${this.backoffMs / 1000} s`,
         failure,
       );
@@ -474,7 +480,7 @@ export class ConsumerDispatcher {
       // a release would hand the messages back as never delivered, and is a write to the same
       // storage that has just refused one.
       this.logFailure(
-        `queue "${queue}": the outcome of the queue() handler could not be recorded; its ${batch.length} message(s) ` +
+        `queue "${queue}": the outcome of ${this.handler} could not be recorded; its ${batch.length} message(s) ` +
           `stay leased until the lease ends, within ${this.visibilitySeconds} s, and then come back, that delivery counted as failed`,
         error,
       );
@@ -493,24 +499,24 @@ export class ConsumerDispatcher {
     };
     if (result === "failed") {
       this.log.error(
-        `queue "${queue}": the queue() handler did not answer (workerd may have ended while it ran) ` +
+        `queue "${queue}": ${this.handler} did not answer (workerd may have ended while it ran) ` +
           `and counts as a failed delivery; ${fate}`,
         failure,
       );
     } else if (result === "wall-time") {
       warnFailed(
         "wall-time",
-        `queue "${queue}": the queue() handler did not finish within ${this.settings.wallTimeSeconds} s ` +
+        `queue "${queue}": ${this.handler} did not finish within ${this.settings.wallTimeSeconds} s ` +
           `and counts as a failed delivery; ${fate}`,
       );
     } else if (typeof result !== "string" && result.outcome !== "ok") {
-      warnFailed(result.outcome, `queue "${queue}": the queue() handler ended with outcome "${result.outcome}"; ${fate}`);
+      warnFailed(result.outcome, `queue "${queue}": ${this.handler} ended with outcome "${result.outcome}"; ${fate}`);
     } else if (settled.deadLettered > 0) {
       // The handler returned, but retry() on a last delivery moved or deleted messages: wrangler
       // dev warns of each, and without a line a deleted message would leave no trace at all.
       warnFailed(
         "retried",
-        `queue "${queue}": the queue() handler ${retriedPastLastFate(settled, deadLetter, this.cell.queueConfig.maxDeliveries - 1)}`,
+        `queue "${queue}": ${this.handler} ${retriedPastLastFate(settled, deadLetter, this.cell.queueConfig.maxDeliveries - 1)}`,
         "retried messages past their last delivery",
       );
     }

@@ -42,6 +42,15 @@ export const fateWaitForErrorMs = 1_000;
  */
 export const waitingFatesMax = 4_096;
 
+/**
+ * What a consumer's lines call the code that runs its batches, in the words its author wrote it
+ * in: a module Worker's queue() handler, or a service-worker script's "queue" event listener.
+ */
+export const consumerHandlerWords = { module: "the queue() handler", "service-worker": 'the "queue" event listener' } as const;
+
+/** How a consumer Worker is written, for consumerHandlerWords. */
+export type ConsumerKind = keyof typeof consumerHandlerWords;
+
 /** What became of one failed batch's messages, for the dispatcher's line and for the sums. */
 export interface BatchFate {
   queue: string;
@@ -99,6 +108,8 @@ export class ConsumerFailureLog {
   private readonly waiting = new Map<string, { fate: BatchFate; untilMs: number }>();
   /** Ends the wait of the oldest waiting fate; undefined while none waits. */
   private cancelWaitTimer: (() => void) | undefined;
+  /** How each queue's consumer is written, where it is not a module Worker (consumedBy). */
+  private readonly kinds = new Map<string, ConsumerKind>();
 
   constructor(
     private readonly clock: Clock,
@@ -109,6 +120,15 @@ export class ConsumerFailureLog {
     },
     private readonly windowMs = repeatedFailureWindowMs,
   ) {}
+
+  /** `queue`'s consumer is written as `kind`: its lines name its handler so (a module's queue() handler until said). */
+  consumedBy(queue: string, kind: ConsumerKind): void {
+    this.kinds.set(queue, kind);
+  }
+
+  private handler(queue: string): string {
+    return consumerHandlerWords[this.kinds.get(queue) ?? "module"];
+  }
 
   /** The handler of `queue` threw for the batch `tag`; `text` is the shim's report. */
   handlerThrew(queue: string, tag: string, text: string): void {
@@ -127,7 +147,7 @@ export class ConsumerFailureLog {
         // Its fates are counted too: the line below stands for each batch's.
         window.fateShown = true;
         this.out.warn(
-          `queue "${queue}": the queue() handler threw ${distinctErrorsPrintedMax} different errors within ${this.windowMs / 1000} s; ` +
+          `queue "${queue}": ${this.handler(queue)} threw ${distinctErrorsPrintedMax} different errors within ${this.windowMs / 1000} s; ` +
             "the errors it throws next are counted, not printed, until that time has passed",
         );
       }
@@ -278,8 +298,8 @@ export class ConsumerFailureLog {
         : `; of their batches' messages, ${failedFate(window.size, window, window.deadLetter)}`;
     this.out.warn(
       window.kind === "overflow"
-        ? `queue "${window.queue}": the queue() handler threw ${times} other error(s) within ${seconds} s of the notice above, not printed${fate}`
-        : `queue "${window.queue}": the queue() handler ${window.about} ${times} more time(s) within ${seconds} s of the ` +
+        ? `queue "${window.queue}": ${this.handler(window.queue)} threw ${times} other error(s) within ${seconds} s of the notice above, not printed${fate}`
+        : `queue "${window.queue}": ${this.handler(window.queue)} ${window.about} ${times} more time(s) within ${seconds} s of the ` +
             `report above, not printed again${fate}`,
     );
   }

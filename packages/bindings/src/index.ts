@@ -19,5 +19,12 @@ export {
   type BatchReport,
   type DispatcherLog,
 } from "./consumer-dispatcher.ts";
-export { ConsumerFailureLog, fateWaitForErrorMs, repeatedFailureWindowMs, type BatchFate } from "./consumer-failure-log.ts";
+export {
+  ConsumerFailureLog,
+  consumerHandlerWords,
+  fateWaitForErrorMs,
+  repeatedFailureWindowMs,
+  type BatchFate,
+  type ConsumerKind,
+} from "./consumer-failure-log.ts";
 export { InFlightBudget } from "./in-flight-budget.ts";

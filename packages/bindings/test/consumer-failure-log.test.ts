@@ -241,3 +241,27 @@ test("a service-worker shim's report of a rejected event.waitUntil() promise is 
       "of their batches' messages, 1 of 1 message(s) will be retried",
   );
 });
+
+test("a queue whose consumer is a service-worker script is said with its listener: the overflow's notice and the summaries name it", () => {
+  const { clock, lines, log } = logged();
+  log.consumedBy("jobs", "service-worker");
+  const listenerReport = (message: string) => `[celld] "queue" listener for "jobs" threw: Error: ${message}\n    at worker.js:3:11`;
+  for (let i = 0; i < distinctErrorsPrintedMax + 1; i++) {
+    log.handlerThrew("jobs", `m${i}`, listenerReport(`job ${i} failed`));
+    log.batchFailed(fate(`m${i}`));
+  }
+  log.handlerThrew("jobs", "m0-again", listenerReport("job 0 failed"));
+  log.batchFailed(fate("m0-again"));
+  expect(lines.filter((l) => l.includes("different errors within"))).toEqual([
+    `warn: queue "jobs": the "queue" event listener threw ${distinctErrorsPrintedMax} different errors within 60 s; ` +
+      "the errors it throws next are counted, not printed, until that time has passed",
+  ]);
+  const before = lines.length;
+  clock.advance(repeatedFailureWindowMs);
+  expect(lines.slice(before).sort()).toEqual([
+    'warn: queue "jobs": the "queue" event listener threw 1 other error(s) within 60 s of the notice above, not printed; ' +
+      "of their batches' messages, 1 of 1 message(s) will be retried",
+    'warn: queue "jobs": the "queue" event listener threw Error: job 0 failed 1 more time(s) within 60 s of the report above, not printed again; ' +
+      "of their batches' messages, 1 of 1 message(s) will be retried",
+  ]);
+});

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { CellRegistry, isCellError, limits, systemClock, type Clock, type Durability } from "@celld/queue-cell";
-import { ConsumerFailureLog, type BatchReport } from "@celld/bindings";
+import { ConsumerFailureLog, type BatchReport, type ConsumerKind } from "@celld/bindings";
 import { Miniflare, type WorkerOptions } from "miniflare";
 import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -122,8 +122,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
   let showReport: (text: string) => void = () => undefined;
   const marks = new QueueErrorMarks();
   const failures = new ConsumerFailureLog(clock, { report: (text) => showReport(text), warn: (message) => log.warn(message) });
+  // Filled as the Workers are bundled, before the consumers start: their lines name a
+  // service-worker script's "queue" event listener as such.
+  const consumerKinds = new Map<string, ConsumerKind>();
   const queues = new QueuesPlugin({
     failures,
+    consumerKindOf: (worker) => consumerKinds.get(worker) ?? "module",
     deployment: options.deployment,
     registry,
     clock,
@@ -144,7 +148,10 @@ export async function startHost(options: HostOptions): Promise<Host> {
     for (const worker of options.deployment.workers) {
       const bundle = await bundleFor(worker, marks, (message) => log.warn(message));
       bundled.push({ name: worker.name, main: worker.main, bundle });
-      if (!bundle.modules) serviceWorkerScripts = true;
+      if (!bundle.modules) {
+        serviceWorkerScripts = true;
+        consumerKinds.set(worker.name, "service-worker");
+      }
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { ConsumerDispatcher, InFlightBudget, type ConsumerFailureLog, nodeProducerHandler, type BatchReport } from "@celld/bindings";
+import { ConsumerDispatcher, InFlightBudget, type ConsumerFailureLog, type ConsumerKind, nodeProducerHandler, type BatchReport } from "@celld/bindings";
 import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -34,6 +34,8 @@ export interface QueuesPluginOptions {
   onBatch?: (report: BatchReport) => void;
   /** Where failed batches are told of, shared with the handler shim's reports (see host.ts). */
   failures?: ConsumerFailureLog;
+  /** How a consumer Worker is written, known once it is bundled; a module unless said. */
+  consumerKindOf?: (worker: string) => ConsumerKind;
 }
 
 /** What the host's consumers record on their leases (LeaseOptions.owner); the native API's are 0. */
@@ -185,6 +187,7 @@ export class QueuesPlugin implements HostPlugin {
             maxConcurrency: consumer.maxConcurrency,
             retryDelaySeconds: consumer.retryDelaySeconds,
             wallTimeSeconds: this.options.wallTimeSeconds ?? limits.consumerWallTimeSecondsDefault,
+            consumer: this.options.consumerKindOf?.(worker.name) ?? "module",
           },
           onBatch: this.options.onBatch,
           ...(this.options.failures === undefined ? {} : { failures: this.options.failures }),
