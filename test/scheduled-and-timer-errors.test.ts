@@ -88,7 +88,7 @@ export default {
   );
   expect(text).toContain(`stderr: [celld] a ctx.waitUntil() promise of the scheduled() handler for "*/5 * * * *" rejected: Error: mod scheduled wait failed\n`);
   for (const what of ["sw scheduled failed", "sw scheduled wait failed", "mod scheduled failed", "mod scheduled wait failed"]) {
-    expect({ what, times: text.split(`${what} `).length - 1 + text.split(`${what}\n`).length - 1 }).toEqual({ what, times: 1 });
+    expect({ what, times: text.split(`Error: ${what}`).length - 1 }).toEqual({ what, times: 1 });
   }
   expect(running.log.lines.filter(workerdLine)).toEqual([]);
 });
