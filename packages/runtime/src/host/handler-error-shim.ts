@@ -9,7 +9,8 @@
  * all of a scheduled() handler's error (it only fails the event's outcome), of a rejected
  * ctx.waitUntil() promise, of a promise rejection nobody handled (wrangler dev shows it as
  * "Uncaught (in promise)") or of what a timer's callback throws (callbackReportingSource); the
- * shim prints those too. For a consumer Worker, the shim also says at load when the default export has no queue() handler (see missingQueueWarning).
+ * shim prints those too. For a consumer Worker, the shim also says at load when the default export
+ * has no queue() handler (see missingQueueWarning).
  */
 import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";

@@ -7,9 +7,9 @@ import { queueErrorMarker } from "./queue-error-record.ts";
  * (handler-error-shim.ts): what its "fetch", "queue" and "scheduled" listeners throw, a rejected
  * event.respondWith() or event.waitUntil() promise, a rejection nobody handled and what a timer's
  * or a microtask's callback throws (callbackReportingSource) are printed with the script's own
- * stack. workerd reports them only among its informational lines, which the
- * host drops (service-worker-console.ts): they name no Worker and no batch, and with a module
- * Worker in the same deployment they also repeat what its shim printed.
+ * stack. workerd reports them only among its informational lines, which the host drops
+ * (service-worker-console.ts): they name no Worker and no batch, and with a module Worker in the
+ * same deployment they also repeat what its shim printed.
  *
  * Such a script is one plain script, with no imports, so the shim is code put before the bundle's
  * first line: it runs first, wraps the global addEventListener, and prints through console.error,
