@@ -324,7 +324,7 @@ function otherWorkLine(rounds: ReadonlyArray<OtherWork | undefined>, runMs: numb
   const ms = (n: number): string => `${Math.round(n).toLocaleString("en-US")} ms`;
   const top = mid.top.map((t) => `${t.name} ${ms(t.ms)}`).join(", ");
   return (
-    `    the machine's other work during the send run (not the bench or the host): ${ms(mid.othersMs)} of CPU in ` +
+    `    the machine's other work during the send run (processes outside the bench and the host, kernel threads included): ${ms(mid.othersMs)} of CPU in ` +
       `${runMs / 1000} s, ${((100 * mid.othersMs) / runMs).toFixed(1)}% of one core${top === "" ? "" : ` (the most: ${top})`}; ` +
       `hypervisor steal ${ms(mid.stealMs)} (the round with the median; rounds: ${rounds.map((r) => ms(r!.othersMs)).join(", ")})`
   );
