@@ -516,6 +516,29 @@ test("celld keys on a data directory whose key store cannot be opened says so in
   expect(output.split("\n")).toHaveLength(1);
 });
 
+test("celld keys revoke: a key revoked twice stays revoked from the first time, and an id no key has exits 1 naming it", async () => {
+  const p = appProject("", echoWorker);
+  const data = join(p.dir, "data");
+  const create = run(["keys", "create", "--org", "o", "--project", "p", "--env", "e", "--scope", "events:read", "--data", data], p.dir);
+  expect(await create.exited).toBe(0);
+  const id = create.output().match(/^(ck_[^_\s]+)_/m)?.[1];
+  expect(id, create.output()).toBeDefined();
+  const revoked: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const revoke = run(["keys", "revoke", id!, "--data", data], p.dir);
+    expect(await revoke.exited).toBe(0);
+    expect(revoke.output().trim()).toBe(`revoked key ${id}`);
+    const list = run(["keys", "list", "--all", "--data", data], p.dir);
+    expect(await list.exited).toBe(0);
+    revoked.push(list.output().trim().split("\n")[1]!.trim().split(/\s+/).at(-1)!);
+  }
+  expect(revoked[0]).toMatch(/^\d{4}-\d\d-\d\dT/);
+  expect(revoked[1]).toBe(revoked[0]);
+  const unknown = run(["keys", "revoke", "ck_nosuchkey00000000", "--data", data], p.dir);
+  expect(await unknown.exited).toBe(1);
+  expect(unknown.output().trim()).toBe('celld: no key with id "ck_nosuchkey00000000"');
+});
+
 test("celld keys create with a refused value names it, not the data directory, which works", async () => {
   const p = appProject("", echoWorker);
   const data = join(p.dir, "data");
