@@ -1,8 +1,7 @@
-import { connect, type Socket } from "node:net";
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
 import { apiLimits } from "../src/api/index.ts";
-import { apiHarness, event, eventually, testEnv } from "./api-harness.ts";
+import { apiHarness, event, eventually, testEnv, unreadLease } from "./api-harness.ts";
 
 describe("answers written and not yet read have a server-wide bound", () => {
   it("is 256 MiB by default", () => {
@@ -89,20 +88,3 @@ describe("answers written and not yet read have a server-wide bound", () => {
     expect(again.json.messages.map((m: { delivery_count: number }) => m.delivery_count)).toEqual([1]);
   }, 20_000);
 });
-
-/** A lease of 100 on a connection whose client reads nothing. */
-function unreadLease(url: string, key: string, queue: string): Promise<Socket> {
-  const { port, hostname } = new URL(url);
-  const body = JSON.stringify({ max_messages: 100 });
-  return new Promise((resolve) => {
-    const socket = connect(Number(port), hostname, () => {
-      socket.write(
-        `POST /v1/${testEnv}/queues/${queue}:lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
-      );
-      resolve(socket);
-    });
-    socket.on("error", () => {});
-    socket.pause();
-  });
-}

@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { request } from "undici";
 import { onTestFinished } from "vitest";
@@ -108,4 +109,24 @@ export async function eventually(check: () => Promise<boolean> | boolean, timeou
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * A lease of 100 on a raw connection whose client reads nothing: its answer stays in the server's
+ * budget of unread answers until the socket is destroyed.
+ */
+export function unreadLease(url: string, key: string, queue: string): Promise<Socket> {
+  const { port, hostname } = new URL(url);
+  const body = JSON.stringify({ max_messages: 100 });
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(
+        `POST /v1/${testEnv}/queues/${queue}:lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      resolve(socket);
+    });
+    socket.on("error", () => {});
+    socket.pause();
+  });
 }

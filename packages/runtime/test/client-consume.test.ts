@@ -1,10 +1,9 @@
-import { connect, type Socket } from "node:net";
 import { Pool, type Dispatcher } from "undici";
 import { describe, expect, it } from "vitest";
 import { limits, ManualClock } from "@celld/queue-cell";
 import { QueuesApiError, QueuesClient, type LeasedMessage } from "../src/client/index.ts";
 import { consume, leaseRetryAfterMs, leaseRetryAfterMsMax } from "../src/client/consume.ts";
-import { apiHarness, event, eventually, testEnv } from "./api-harness.ts";
+import { apiHarness, event, eventually, testEnv, unreadLease } from "./api-harness.ts";
 
 async function consumeHarness() {
   const h = await apiHarness();
@@ -282,20 +281,3 @@ describe("consume", () => {
     await client.close();
   });
 });
-
-/** A lease of 100 messages whose answer this client never reads. */
-function unreadLease(url: string, key: string, queue: string): Promise<Socket> {
-  const { port, hostname } = new URL(url);
-  const body = JSON.stringify({ max_messages: 100 });
-  return new Promise((resolve) => {
-    const socket = connect(Number(port), hostname, () => {
-      socket.write(
-        `POST /v1/${testEnv}/queues/${queue}:lease HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
-      );
-      resolve(socket);
-    });
-    socket.on("error", () => {});
-    socket.pause();
-  });
-}
