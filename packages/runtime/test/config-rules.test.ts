@@ -309,7 +309,7 @@ describe("warnings", () => {
     expect(deployment.warnings).toHaveLength(9);
     expect(formatWarnings(deployment.warnings)).toEqual([
       "a.json: account_id, workers_dev, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
-      "a.json: triggers: is ignored: cron triggers do not fire under celld, so a scheduled() handler never runs",
+      "a.json: triggers: is ignored: cron triggers do not fire under celld; a scheduled() handler runs only when another Worker calls it through a service binding",
       "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
       "a.json: dev: is ignored: celld dev takes its address from --port and --host",
       "b.json: routes: is a deploy setting with no effect on a local host; ignored",
