@@ -140,7 +140,7 @@ test.each([
   const plural = where.replace("was deleted", "were deleted");
   expect(summary).toBe(
     'warn: queue "jobs": the queue() handler retried messages past their last delivery 2 more time(s) within 60 s of the report above, ' +
-      `not printed again; of their batches' messages, 0 of 2 message(s) will be retried; 2 had no retries left and ${plural}`,
+      `not printed again; in all, it retried 2 messages on their last delivery, so they ${plural}`,
   );
 });
 

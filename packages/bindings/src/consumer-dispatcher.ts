@@ -9,7 +9,14 @@ import {
 } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
 import type { BatchMessage, BatchMetadata } from "./consumer-message.ts";
-import { consumerHandlerWords, failedFate, retriedPastLastFate, type ConsumerFailureLog, type ConsumerKind } from "./consumer-failure-log.ts";
+import {
+  consumerHandlerWords,
+  failedFate,
+  retriedPastLastFate,
+  retriedPastLastKind,
+  type ConsumerFailureLog,
+  type ConsumerKind,
+} from "./consumer-failure-log.ts";
 import { InFlightBudget } from "./in-flight-budget.ts";
 
 export interface ConsumerSettings {
@@ -515,7 +522,7 @@ export class ConsumerDispatcher {
       // The handler returned, but retry() on a last delivery moved or deleted messages: wrangler
       // dev warns of each, and without a line a deleted message would leave no trace at all.
       warnFailed(
-        "retried",
+        retriedPastLastKind,
         `queue "${queue}": ${this.handler} ${retriedPastLastFate(settled, deadLetter, this.cell.queueConfig.maxDeliveries - 1)}`,
         "retried messages past their last delivery",
       );

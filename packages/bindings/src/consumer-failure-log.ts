@@ -48,6 +48,9 @@ export const waitingFatesMax = 4_096;
  */
 export const consumerHandlerWords = { module: "the queue() handler", "service-worker": 'the "queue" event listener' } as const;
 
+/** A BatchFate's kind for a batch whose handler returned having retry()d messages on their last delivery (retriedPastLastFate). */
+export const retriedPastLastKind = "retried";
+
 /** How a consumer Worker is written, for consumerHandlerWords. */
 export type ConsumerKind = keyof typeof consumerHandlerWords;
 
@@ -88,6 +91,8 @@ interface Window {
   retried: number;
   deadLettered: number;
   deadLetter: DeadLetterPolicy | undefined;
+  /** Its fates are of retriedPastLastKind, and are summed up in retriedPastLastFate's words. */
+  retriedPastLast: boolean;
 }
 
 /**
@@ -221,7 +226,7 @@ export class ConsumerFailureLog {
     // distinct errors' bound the overflow's notice would not be printed either.
     const errorWindow = errorKey === undefined ? undefined : this.current(errorKey);
     const key = JSON.stringify([fate.queue, `outcome:${fate.kind}`]);
-    const window = errorWindow ?? this.current(key) ?? this.open(key, fate.queue, "outcome", fate.about ?? `failed (${fate.kind})`);
+    const window = errorWindow ?? this.current(key) ?? this.open(key, fate.queue, "outcome", fate.about ?? `failed (${fate.kind})`, fate.kind === retriedPastLastKind);
     if (!window.fateShown) {
       window.fateShown = true;
       this.out.warn(fate.line);
@@ -263,7 +268,7 @@ export class ConsumerFailureLog {
     return n;
   }
 
-  private open(key: string, queue: string, kind: Window["kind"], about: string): Window {
+  private open(key: string, queue: string, kind: Window["kind"], about: string, retriedPastLast = false): Window {
     const endsAtMs = this.clock.now() + this.windowMs;
     const window: Window = {
       queue,
@@ -279,6 +284,7 @@ export class ConsumerFailureLog {
       retried: 0,
       deadLettered: 0,
       deadLetter: undefined,
+      retriedPastLast,
     };
     this.windows.set(key, window);
     return window;
@@ -295,7 +301,9 @@ export class ConsumerFailureLog {
     const fate =
       window.batches === 0 || window.deadLetter === undefined
         ? ""
-        : `; of their batches' messages, ${failedFate(window.size, window, window.deadLetter)}`;
+        : window.retriedPastLast
+          ? `; in all, it ${retriedPastLastFate(window, window.deadLetter)}`
+          : `; of their batches' messages, ${failedFate(window.size, window, window.deadLetter)}`;
     this.out.warn(
       window.kind === "overflow"
         ? `queue "${window.queue}": ${this.handler(window.queue)} threw ${times} other error(s) within ${seconds} s of the notice above, not printed${fate}`
@@ -324,16 +332,18 @@ export function failedFate(
 /**
  * A batch whose handler returned, having called retry() on messages on their last delivery: they
  * were dead-lettered as the handler asked, which the plain fate's "0 of 1 message(s) will be
- * retried" made read like a contradiction (the example's own `/fail` job showed it first).
+ * retried" made read like a contradiction (the example's own `/fail` job showed it first). A
+ * window's summary of such batches leaves `maxRetries` out: the line that opened it said it.
  */
 export function retriedPastLastFate(
   { acked, retried, deadLettered }: { acked: number; retried: number; deadLettered: number },
   deadLetter: DeadLetterPolicy,
-  maxRetries: number,
+  maxRetries?: number,
 ): string {
   const one = deadLettered === 1;
+  const bound = maxRetries === undefined ? "" : ` (max_retries = ${maxRetries})`;
   const parts = [
-    `retried ${deadLettered} message${one ? "" : "s"} on ${one ? "its" : "their"} last delivery (max_retries = ${maxRetries}), ` +
+    `retried ${deadLettered} message${one ? "" : "s"} on ${one ? "its" : "their"} last delivery${bound}, ` +
       `so ${one ? "it" : "they"} ${whereDeadLettersWent(deadLetter, deadLettered)}`,
   ];
   if (retried > 0) parts.push(`${retried} other message(s) will be retried`);
