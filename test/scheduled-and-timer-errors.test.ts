@@ -153,3 +153,31 @@ test("what a setTimeout(), setInterval() or queueMicrotask() callback throws rea
   expect(text).not.toContain("interval tick 3");
   expect(running.log.lines.filter(workerdLine)).toEqual([]);
 });
+
+// A module Worker, or a library it bundles, may keep the timer functions as its module is loaded
+// (`const later = setTimeout`): that runs before the entry wrapper's own code, which imports it.
+test("a module Worker's callback given to a setTimeout() or queueMicrotask() it kept at load is reported too, with the author's stack alone", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "kept/wrangler.toml": wrangler("kept"),
+    "kept/worker.js": `const later = setTimeout;
+const { queueMicrotask: soon } = globalThis;
+export default {
+  async fetch() {
+    later(() => { throw new Error("kept timeout failed"); }, 1);
+    soon(() => { throw new Error("kept microtask failed"); });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return new Response("kept");
+  },
+};
+`,
+  });
+  const running = await tidy.runHost([config], p.dataDir);
+  expect(await (await running.fetch("/")).text()).toBe("kept");
+  const text = await logOnceItShows(running, /worker\.js:5:25[^]*worker\.js:6:24|worker\.js:6:24[^]*worker\.js:5:25/, "both reports' frames");
+  const js = `file://${p.dir}/kept/worker.js`;
+  expect(text).toContain(`stderr: [celld] a setTimeout() callback threw: Error: kept timeout failed\nstderr:     at ${js}:5:25`);
+  expect(text).toContain(`stderr: [celld] a queueMicrotask() callback threw: Error: kept microtask failed\nstderr:     at ${js}:6:24`);
+  // The author's frame alone: none of the shim's.
+  expect(text.split("stderr:     at ").length - 1).toBe(2);
+});

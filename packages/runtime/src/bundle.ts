@@ -129,10 +129,11 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
     // does not count: such a script is bundled again without the module rules.
     const ownModules = new Set([...collected.keys()].map((name) => `./${name}`));
     const modules = meta.exports.length > 0 || meta.imports.some((i) => i.external && !ownModules.has(i.path));
+    const entryFile = options.entrySource === undefined ? undefined : resolve(dirname(worker.main), entrySourceName);
     return {
       code: output.text,
-      sourceMap: absoluteSourceMap(map),
-      ...(options.entrySource === undefined ? {} : { entryFile: resolve(dirname(worker.main), entrySourceName) }),
+      sourceMap: absoluteSourceMap(map, entryFile),
+      ...(entryFile === undefined ? {} : { entryFile }),
       modules,
       exports: meta.exports,
       additionalModules: [...collected.values()],
@@ -143,14 +144,19 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
   }
 }
 
-/** esbuild names sources relative to the map's own location, which is known only here. */
-function absoluteSourceMap(map: OutputFile): SourceMapPayload {
+/**
+ * esbuild names sources relative to the map's own location, which is known only here. A module
+ * the entry source imports as a data: URL (esbuild's `dataurl:` source) is the entry's own (the
+ * handler shim's writer and reports), and goes by its name, so that its frames are dropped as the
+ * entry's are.
+ */
+function absoluteSourceMap(map: OutputFile, entryFile: string | undefined): SourceMapPayload {
   const raw = JSON.parse(map.text) as { version: number; sources: string[]; names: string[]; mappings: string };
   const dir = dirname(map.path);
   return {
     version: raw.version,
     file: map.path.slice(0, -".map".length),
-    sources: raw.sources.map((source) => resolve(dir, source)),
+    sources: raw.sources.map((source) => (entryFile !== undefined && source.startsWith("dataurl:") ? entryFile : resolve(dir, source))),
     sourcesContent: [],
     sourceRoot: "",
     names: raw.names,

@@ -146,12 +146,14 @@ describe("StackPositions", () => {
       { name: "jobs", main: other, bundle: shimmed },
     ]);
     const inShim = frameAt(shimmed.code, "run(this, args)");
+    // The shim's own modules come first in its bundle: the same code, further down.
+    const thrownInShimmed = frameAt(shimmed.code, 'new Error("work failed")');
     expect(two.rewrite(thrown)).toBe(thrown);
     expect(two.rewrite("service core:user:web: Uncaught Error: work failed")).toBe("service core:user:web: Uncaught Error: work failed");
     expect(two.rewrite(thrown)).toBe(mapped);
     expect(two.rewrite(inShim)).toBe(inShim);
     two.rewrite("service core:user:jobs: Uncaught Error: work failed");
-    expect(two.rewrite(thrown)).toBe(mapped);
+    expect(two.rewrite(thrownInShimmed)).toBe(mapped);
     expect(two.rewrite(inShim)).toBeUndefined();
     // A line of other output ends the report.
     expect(two.rewrite("hello")).toBe("hello");

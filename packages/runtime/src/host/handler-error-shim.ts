@@ -15,6 +15,21 @@
 import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
 
+/**
+ * The reports, and the timer functions replaced (callbackReportingSource), in a module the shim
+ * imports before the Worker's: a module, or a library it bundles, that keeps setTimeout or
+ * queueMicrotask as it is loaded (`const later = setTimeout`) keeps the replacement. As a data:
+ * URL, as the writer is; StackPositions drops its frames as the shim's own.
+ */
+const reportingModule = `data:text/javascript;base64,${Buffer.from(`// The Worker's console.error as it is at each report: a Worker that wraps it sees the reports.
+const say = (text) => console.error(text);
+${errorReportingSource}
+const apply = Reflect.apply;
+const target = globalThis;
+${callbackReportingSource}
+export { report, reportOnce, queueRecord };
+`).toString("base64")}`;
+
 /** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
 export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[]; token: string }): string {
   const main = JSON.stringify(mainPath);
@@ -22,12 +37,10 @@ export function handlerErrorShim(mainPath: string, consumer?: { worker: string; 
   // Worker's module can replace them.
   const writer = consumer === undefined ? "const writeRecord = undefined;" : `import writeRecord from ${JSON.stringify(queueErrorWriter(consumer.token))};`;
   return `${writer}
+import { report, reportOnce, queueRecord } from ${JSON.stringify(reportingModule)};
 import * as user from ${main};
 export * from ${main};
 const original = user.default;
-// The Worker's console.error as it is at each report: a Worker that wraps it sees the reports.
-const say = (text) => console.error(text);
-${errorReportingSource}
 // A queue() handler's error goes to the host as one line it reads (QueueErrorMarks in
 // queue-error-record.ts), written under the Worker's token by writeRecord, not as the report
 // itself: a consumer failing every batch would print it hundreds of times a second, and only the
@@ -38,9 +51,6 @@ const reportQueueError = (batch, about, error) => {
   writeRecord(queueRecord(batch, \`\${about} threw\`, error));
 };
 ${cronOfSource}
-const apply = Reflect.apply;
-const target = globalThis;
-${callbackReportingSource}
 addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
 const what = {
   fetch: (request) => {
