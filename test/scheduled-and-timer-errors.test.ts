@@ -1,4 +1,5 @@
 import { expect, test } from "vitest";
+import { Miniflare } from "miniflare";
 import { logOnceItShows, tidyAfterEach } from "./host-harness.ts";
 
 // What a scheduled handler or listener throws, and what a timer's callback throws, reach the log
@@ -180,4 +181,33 @@ export default {
   expect(text).toContain(`stderr: [celld] a queueMicrotask() callback threw: Error: kept microtask failed\nstderr:     at ${js}:6:24`);
   // The author's frame alone: none of the shim's.
   expect(text.split("stderr:     at ").length - 1).toBe(2);
+});
+
+// The replaced functions are the ones a Worker sees; whatever it reads of them is workerd's.
+test("the replaced timer and listener functions have workerd's own lengths and names, in both kinds of Worker", async () => {
+  const read = `const shape = () => ["setTimeout", "setInterval", "queueMicrotask", "addEventListener", "removeEventListener"]
+  .map((name) => \`\${name}/\${globalThis[name].name}/\${globalThis[name].length}\`)
+  .join(" ");
+`;
+  const sw = `${read}addEventListener("fetch", (event) => event.respondWith(new Response(shape())));\n`;
+  const mod = `${read}export default { fetch: () => new Response(shape()) };\n`;
+  const plain = new Miniflare({
+    workers: [
+      { name: "sw", script: sw, compatibilityDate: "2026-04-01" },
+      { name: "mod", modules: true, script: mod, compatibilityDate: "2026-04-01" },
+    ],
+  });
+  const expected: Record<string, string> = {};
+  try {
+    for (const name of ["sw", "mod"]) expected[name] = await (await (await plain.getWorker(name)).fetch("http://x/")).text();
+  } finally {
+    await plain.dispose();
+  }
+  const p = tidy.project();
+  const configs = deployment(p, sw, mod);
+  const running = await tidy.runHost(configs, p.dataDir);
+  for (const name of ["sw", "mod"]) {
+    const worker = await running.host.miniflare.getWorker(name);
+    expect({ name, shape: await (await worker.fetch("http://x/")).text() }).toEqual({ name, shape: expected[name] });
+  }
 });

@@ -83,7 +83,11 @@ export const cronOfSource = `const cronOf = (event) => {
 export const callbackReportingSource = `const replaceInChain = (name, make) => {
   for (let owner = target; owner !== null; owner = Object.getPrototypeOf(owner)) {
     const own = Object.getOwnPropertyDescriptor(owner, name);
-    if (own !== undefined && typeof own.value === "function") Object.defineProperty(owner, name, { ...own, value: make(own.value) });
+    if (own === undefined || typeof own.value !== "function") continue;
+    // With the original's length (workerd's are 0), so that what a Worker reads of it is workerd's.
+    const replacement = make(own.value);
+    Object.defineProperty(replacement, "length", { value: own.value.length });
+    Object.defineProperty(owner, name, { ...own, value: replacement });
   }
 };
 const reportingCallback = (name, callback) =>
