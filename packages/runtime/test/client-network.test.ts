@@ -7,6 +7,7 @@ import { limits } from "@celld/queue-cell";
 import { QueuesApiError, QueuesClient } from "../src/client/index.ts";
 import { clientDefaults } from "../src/client/client.ts";
 import { run, waitFor } from "../../../test/cli-harness.ts";
+import { apiLimits } from "../src/api/api-limits.ts";
 import { testEnv } from "./api-harness.ts";
 
 /** A port nothing listens on: taken from the kernel, then let go. */
@@ -93,5 +94,34 @@ describe("the client's connections to celld dev", () => {
     expect(pool.stats.connected).toBeLessThanOrEqual(clientDefaults.connections);
     expect((await client.getQueue("jobs")).counts!.ready).toBe(1_000);
     await client.close();
+  }, 60_000);
+});
+
+// Past the bound on what celld reads of a refused body, it closes the connection under the body:
+// the client saw a broken pipe, a network_error "retryable" and "may have taken effect" that no
+// retry could help.
+describe("a body over the API's cap, sent to celld dev", () => {
+  it("a send or publish is body_too_large however far over the cap, never a network_error", async () => {
+    const { url, apiKey } = await celldDev();
+    const refusals: Array<Record<string, unknown>> = [];
+    for (const format of ["protobuf", "json"] as const) {
+      const client = new QueuesClient({ url, apiKey, env: testEnv, format });
+      await client.createQueue(`jobs-${format}`);
+      const over = (bytes: number) => [{ id: "big", source: "/c", type: "t", data: "a".repeat(bytes) }];
+      for (const bytes of [apiLimits.sendBodyBytesMax, apiLimits.refusedBodyDrainBytesMax * 2]) {
+        for (const call of [() => client.send(`jobs-${format}`, over(bytes)), () => client.publish(over(bytes))]) {
+          const error = await call().catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(QueuesApiError);
+          const { status, code, field, bound, message, retryable } = error as QueuesApiError;
+          refusals.push({ format, bytes, status, code, field, bound, message, retryable });
+        }
+      }
+      expect((await client.getQueue(`jobs-${format}`)).counts!.ready).toBe(0);
+      await client.close();
+    }
+    // celld's own answer (a body just over the cap, read and refused) says what every one says.
+    const answer = { status: 413, code: "body_too_large", field: "body", bound: `at most ${apiLimits.sendBodyBytesMax} bytes`, retryable: false };
+    expect(refusals[0]).toMatchObject(answer);
+    expect(refusals).toEqual(refusals.map(({ format, bytes }) => ({ ...refusals[0], format, bytes })));
   }, 60_000);
 });

@@ -77,7 +77,8 @@ export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer
   });
 }
 
-function tooLarge(capBytes: number): ApiError {
+/** The refusal of a body over `capBytes`; the client says it too, of a body it will not send. */
+export function tooLarge(capBytes: number): ApiError {
   return new ApiError("body_too_large", `the request body is larger than ${capBytes} bytes`, {
     field: "body",
     bound: `at most ${capBytes} bytes`,

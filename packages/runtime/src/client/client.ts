@@ -1,4 +1,6 @@
 import { Pool, type Dispatcher } from "undici";
+import { apiLimits } from "../api/api-limits.ts";
+import { tooLarge } from "../api/http-io.ts";
 import { protobufMediaType } from "../api/media-types.ts";
 import {
   decodeProto,
@@ -10,7 +12,7 @@ import {
 } from "../api/proto-codec.ts";
 import { formatRfc3339, instantToMs, msToInstant } from "../api/timestamps.ts";
 import { consume, type ConsumeHandler, type ConsumeOptions, type Consumer } from "./consume.ts";
-import { errorFrom, networkErrorFrom } from "./errors.ts";
+import { errorFrom, networkErrorFrom, QueuesApiError } from "./errors.ts";
 import { listedEventDataTexts } from "../api/json-source.ts";
 import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput, type JsonDataParser } from "./events.ts";
 import {
@@ -135,12 +137,12 @@ export class QueuesClient {
     const path = `${this.queuePath(queue)}:send`;
     if (this.format === "protobuf") {
       const body = encodeProto("SendRequest", { events: events.map(eventToProtoWire), delay: options.delay ?? null });
-      const out = decodeProto("SendResponse", await this.proto(path, body));
+      const out = decodeProto("SendResponse", await this.proto(path, body, undefined, this.dispatcher, apiLimits.sendBodyBytesMax));
       return { messageIds: [...out.message_ids] };
     }
     const body: Json = { events: events.map(eventToJsonWire) };
     if (options.delay !== undefined) body["delay"] = options.delay;
-    const out = await this.json("POST", path, body);
+    const out = await this.json("POST", path, body, undefined, apiLimits.sendBodyBytesMax);
     return { messageIds: out["message_ids"] as string[] };
   }
 
@@ -277,7 +279,7 @@ export class QueuesClient {
    * The answer lists, per event, the queues it reached and its message id in each.
    */
   async publish(events: readonly EventInput[]): Promise<{ events: Array<{ deliveries: Array<{ queue: string; messageId: string }> }> }> {
-    const out = await this.json("POST", `/v1/${this.requireEnv()}/events:publish`, { events: events.map(eventToJsonWire) });
+    const out = await this.json("POST", `/v1/${this.requireEnv()}/events:publish`, { events: events.map(eventToJsonWire) }, undefined, apiLimits.sendBodyBytesMax);
     return {
       events: (out["events"] as Json[]).map((e) => ({
         deliveries: (e["deliveries"] as Json[]).map((d) => ({ queue: d["queue"] as string, messageId: d["message_id"] as string })),
@@ -298,8 +300,8 @@ export class QueuesClient {
 
   // ---- plumbing ----
 
-  private async json(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal): Promise<Json> {
-    return (await this.jsonWithText(method, path, body, signal)).value;
+  private async json(method: Dispatcher.HttpMethod, path: string, body?: Json, signal?: AbortSignal, bodyBytesMax?: number): Promise<Json> {
+    return (await this.jsonWithText(method, path, body, signal, this.dispatcher, bodyBytesMax)).value;
   }
 
   private async jsonWithText(
@@ -308,37 +310,52 @@ export class QueuesClient {
     body?: Json,
     signal?: AbortSignal,
     dispatcher = this.dispatcher,
+    bodyBytesMax?: number,
   ): Promise<{ value: Json; text: string }> {
     const headers: Record<string, string> = { authorization: this.authorization, accept: "application/json" };
     if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await this.call(dispatcher, { method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    const res = await this.call(dispatcher, { method, path, headers, body: body === undefined ? undefined : JSON.stringify(body), signal }, bodyBytesMax);
     const text = Buffer.from(res.bytes).toString("utf8");
     if (res.statusCode >= 300) throw errorFrom(res.statusCode, text, res.headers["retry-after"]);
     return { value: text === "" ? {} : (JSON.parse(text) as Json), text };
   }
 
-  private async proto(path: string, body: Uint8Array, signal?: AbortSignal, dispatcher = this.dispatcher): Promise<Uint8Array> {
-    const res = await this.call(dispatcher, {
-      method: "POST",
-      path,
-      headers: {
-        authorization: this.authorization,
-        "content-type": protobufMediaType,
-        // Errors come back as JSON whatever the request spoke.
-        accept: `${protobufMediaType}, application/json;q=0.5`,
+  private async proto(path: string, body: Uint8Array, signal?: AbortSignal, dispatcher = this.dispatcher, bodyBytesMax?: number): Promise<Uint8Array> {
+    const res = await this.call(
+      dispatcher,
+      {
+        method: "POST",
+        path,
+        headers: {
+          authorization: this.authorization,
+          "content-type": protobufMediaType,
+          // Errors come back as JSON whatever the request spoke.
+          accept: `${protobufMediaType}, application/json;q=0.5`,
+        },
+        body,
+        signal,
       },
-      body,
-      signal,
-    });
+      bodyBytesMax,
+    );
     if (res.statusCode >= 300) throw errorFrom(res.statusCode, Buffer.from(res.bytes).toString("utf8"), res.headers["retry-after"]);
     return res.bytes;
   }
 
-  /** One request and its whole answer; a connection that fails on the way is a `network_error`. */
+  /**
+   * One request and its whole answer; a connection that fails on the way is a `network_error`. A
+   * body over the route's cap (`bodyBytesMax`: a send's or publish's, else every other body's) is
+   * refused here as celld would refuse it: past what celld reads of a refused body it closes the
+   * connection under the body, and the call would fail as a broken pipe no retry can help.
+   */
   private async call(
     dispatcher: Dispatcher,
-    request: Omit<Dispatcher.RequestOptions, "origin" | "signal"> & { signal?: AbortSignal | undefined },
+    request: Omit<Dispatcher.RequestOptions, "origin" | "signal"> & { signal?: AbortSignal | undefined; body?: string | Uint8Array | undefined },
+    bodyBytesMax: number = apiLimits.controlBodyBytesMax,
   ): Promise<{ statusCode: number; headers: Record<string, string | string[] | undefined>; bytes: Uint8Array }> {
+    if (request.body !== undefined && Buffer.byteLength(request.body) > bodyBytesMax) {
+      const refusal = tooLarge(bodyBytesMax);
+      throw new QueuesApiError(refusal.status, refusal.toJSON().error);
+    }
     try {
       const res = await dispatcher.request({ ...request, origin: this.origin });
       return { statusCode: res.statusCode, headers: res.headers, bytes: new Uint8Array(await res.body.arrayBuffer()) };
