@@ -81,4 +81,7 @@ export default class Web extends WorkerEntrypoint {
     () => (log.lines.some((l) => /\[celld\] fetch\(\) handler for GET \/throw threw: Error: class handler failed/.test(l)) ? true : undefined),
     "the class handler's error in the host log",
   );
+  // Its frame is named by the author's class, as without celld's wrapper around it.
+  const frame = await eventually(() => log.lines.find((l) => l.includes("index.js:4:")), "the handler's frame");
+  expect(frame).toMatch(/^stderr: {5}at Web\.fetch \(/);
 });

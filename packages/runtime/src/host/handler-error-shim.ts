@@ -132,6 +132,9 @@ if (typeof original === "function" && handlers.some(has)) {
     });
   }
   Object.defineProperty(wrapped, "name", { value: original.name });
+  // V8 names a method's stack frame by its receiver's constructor property: the author's class, so
+  // that a frame reads "at Web.fetch", not "at wrapped.fetch" (and this.constructor is the author's).
+  Object.defineProperty(wrapped.prototype, "constructor", { value: original, writable: true, configurable: true });
 } else if (typeof original === "object" && handlers.some(has)) {
   // workerd reads the handlers off the export and calls them on it. A copy of the object would
   // lack a class instance's private fields, keep its getters' values from load time and hold
