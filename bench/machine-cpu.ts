@@ -1,6 +1,6 @@
 /**
  * The CPU the rest of the machine took while a workload ran: other processes, the kernel's own
- * threads, interrupts, and the hypervisor (steal). On the 2-core virtual machine of the figures in
+ * threads, and the hypervisor (steal). On the 2-core virtual machine of the figures in
  * docs/performance.md a kernel thread, kdamond (the VM's memory monitor), takes a core for 9-44
  * ms every 0.54 s; every send in flight then waits for the one core left, and that, not the host,
  * set most of the send() p99 there. The bench prints this beside the latency so that a run says
