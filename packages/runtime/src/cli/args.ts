@@ -270,12 +270,12 @@ function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof p
   }
 }
 
+type Token = NonNullable<ReturnType<typeof parseArgs>["tokens"]>[number];
+
 /**
  * A single-valued option given twice with two values is refused: parseArgs keeps the last, so
  * `--env staging ... --env production` would run production with nothing said.
  */
-type Token = NonNullable<ReturnType<typeof parseArgs>["tokens"]>[number];
-
 function onceEach(tokens: readonly Token[], options: NonNullable<ParseArgsConfig["options"]>): void {
   const seen = new Map<string, string>();
   for (const token of tokens) {
