@@ -496,7 +496,8 @@ export class ConsumerDispatcher {
       return;
     }
     const deadLetter = this.cell.queueConfig.deadLetter;
-    const fate = failedFate(batch.length, settled, deadLetter);
+    // Built only for a line: most batches succeed, and this runs for every one.
+    const fate = (): string => failedFate(batch.length, settled, deadLetter);
     const warnFailed = (kind: string, line: string, about?: string): void => {
       if (this.failures === undefined) this.log.warn(line);
       else {
@@ -507,17 +508,17 @@ export class ConsumerDispatcher {
     if (result === "failed") {
       this.log.error(
         `queue "${queue}": ${this.handler} did not answer (workerd may have ended while it ran) ` +
-          `and counts as a failed delivery; ${fate}`,
+          `and counts as a failed delivery; ${fate()}`,
         failure,
       );
     } else if (result === "wall-time") {
       warnFailed(
         "wall-time",
         `queue "${queue}": ${this.handler} did not finish within ${this.settings.wallTimeSeconds} s ` +
-          `and counts as a failed delivery; ${fate}`,
+          `and counts as a failed delivery; ${fate()}`,
       );
     } else if (typeof result !== "string" && result.outcome !== "ok") {
-      warnFailed(result.outcome, `queue "${queue}": ${this.handler} ended with outcome "${result.outcome}"; ${fate}`);
+      warnFailed(result.outcome, `queue "${queue}": ${this.handler} ended with outcome "${result.outcome}"; ${fate()}`);
     } else if (settled.deadLettered > 0) {
       // The handler returned, but retry() on a last delivery moved or deleted messages: wrangler
       // dev warns of each, and without a line a deleted message would leave no trace at all.
