@@ -324,7 +324,7 @@ export function failedFate(
 ): string {
   const parts = [`${retried} of ${size} message(s) will be retried`];
   // Said only when some were: a batch that failed whole acked none, and that is the usual case.
-  if (acked > 0) parts.push(`${acked} ${acked === 1 ? "was" : "were"} acked`);
+  if (acked > 0) parts.push(ackedWords(acked));
   if (deadLettered > 0) parts.push(`${deadLettered} had no retries left and ${whereDeadLettersWent(deadLetter, deadLettered)}`);
   return parts.join("; ");
 }
@@ -347,9 +347,11 @@ export function retriedPastLastFate(
       `so ${one ? "it" : "they"} ${whereDeadLettersWent(deadLetter, deadLettered)}`,
   ];
   if (retried > 0) parts.push(`${retried} other message(s) will be retried`);
-  if (acked > 0) parts.push(`${acked} ${acked === 1 ? "was" : "were"} acked`);
+  if (acked > 0) parts.push(ackedWords(acked));
   return parts.join("; ");
 }
+
+const ackedWords = (acked: number): string => `${acked} ${acked === 1 ? "was" : "were"} acked`;
 
 function whereDeadLettersWent(deadLetter: DeadLetterPolicy, count: number): string {
   switch (deadLetter.kind) {
