@@ -49,6 +49,7 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         durableObjects: [{ name: "COUNTER", className: "Counter" }],
         durableObjectClasses: [{ className: "Counter", storage: "kv" }],
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
+        crons: ["*/5 * * * *", "0 18 * * FRIL"],
         define: { "process.env.MODE": '"production"' },
         alias: { "node-fetch": "./src/fetch-shim.js" },
         moduleRules: [{ type: "Text", globs: ["**/*.md"], fallthrough: true }],

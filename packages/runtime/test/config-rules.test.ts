@@ -299,17 +299,15 @@ describe("warnings", () => {
   test("printed, a file's deploy-only keys share one line where the first stood; the rest keep theirs", () => {
     const generated = {
       account_id: "0123",
-      triggers: { crons: ["*/5 * * * *"] },
       workers_dev: true,
       observability: { enabled: true },
       kv_namespaces: [{ binding: "KV", id: "k", preview_id: "p", remote: true }],
       dev: { port: 9000 },
     };
     const deployment = parseDeployment(files({ name: "a", ...generated }, { name: "b", routes: [], colour: 1 }), everyFileExists);
-    expect(deployment.warnings).toHaveLength(9);
+    expect(deployment.warnings).toHaveLength(8);
     expect(formatWarnings(deployment.warnings)).toEqual([
       "a.json: account_id, workers_dev, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
-      "a.json: triggers: is ignored: cron triggers do not fire under celld; a scheduled() handler runs only when another Worker calls it through a service binding",
       "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
       "a.json: dev: is ignored: celld dev takes its address from --port and --host",
       "b.json: routes: is a deploy setting with no effect on a local host; ignored",

@@ -58,7 +58,6 @@ const bundlingKeys: Record<string, string> = {
 const ignoredKeys: Record<string, Record<string, string>> = {
   "": {
     env: "named environments are read only with --env NAME (or CLOUDFLARE_ENV); running the top-level configuration",
-    triggers: "is ignored: cron triggers do not fire under celld; a scheduled() handler runs only when another Worker calls it through a service binding",
     dev: "is ignored: celld dev takes its address from --port and --host",
     exports:
       "is not read: celld takes Durable Object classes and their storage from `migrations`, as the wrangler of its " +

@@ -53,6 +53,8 @@ export interface WorkerConfig {
    */
   durableObjectClasses: { className: string; storage: ClassStorage }[];
   services: { binding: string; service: string; entrypoint?: string }[];
+  /** `triggers.crons`, each once, as written: the Worker's scheduled() handler runs at each. */
+  crons: string[];
   /** esbuild's `define`: each name in the code is replaced by the expression. */
   define: Record<string, string>;
   /** Import specifiers replaced by another module, resolved from the config file's directory. */
@@ -135,6 +137,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       service: s.service,
       ...(s.entrypoint === undefined ? {} : { entrypoint: s.entrypoint }),
     })),
+    crons: [...new Set(file.triggers?.crons ?? [])],
     define: file.define,
     alias: file.alias,
     assets:

@@ -2,6 +2,7 @@ import { limits } from "@celld/queue-cell";
 import { z } from "zod";
 import { replayMigrations } from "./durable-object-classes.ts";
 import { defineProblem } from "./esbuild-define.ts";
+import { CronExpressionError, parseCron } from "../triggers/cron-expression.ts";
 import { showValue } from "./issues.ts";
 
 /**
@@ -102,6 +103,16 @@ const consumer = table({
   }),
 });
 
+// Parsed here, so that an expression Cloudflare would refuse is an error at its own path.
+const cronExpression = z.string({ error: typeError("a string", ' such as "*/5 * * * *"') }).superRefine((value, ctx) => {
+  try {
+    parseCron(value);
+  } catch (error) {
+    if (!(error instanceof CronExpressionError)) throw error;
+    ctx.addIssue({ code: "custom", input: value, message: error.message });
+  }
+});
+
 const migration = table({
   tag: text(),
   new_classes: list(text()).default([]),
@@ -188,6 +199,8 @@ export const workerFileSchema = table({
   // The history of the Worker's Durable Object classes: it decides which are SQLite-backed.
   migrations: migrations.default([]),
   services: list(table({ binding: text(), service: text(), entrypoint: text().optional() })).default([]),
+  // Cron Triggers: the Worker's scheduled() handler runs at each (triggers/cron-triggers-plugin.ts).
+  triggers: table({ crons: list(cronExpression).default([]) }).optional(),
   // Bundling, as wrangler passes them to esbuild.
   define: define.default({}),
   alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),
