@@ -17,9 +17,10 @@ main = "worker.js"
 compatibility_date = "2026-04-01"
 ${extra}`;
 
-// celld fires no cron triggers; a Worker can run another's scheduled handler through a service
-// binding (Fetcher.scheduled(), under the service_binding_extra_handlers flag), and the first
-// Worker of the deployment, served at the host's URL, does so for /scheduled/<name>.
+// Without cron triggers (cron-triggers.test.ts fires them), a Worker can run another's scheduled
+// handler through a service binding (Fetcher.scheduled(), under the service_binding_extra_handlers
+// flag), and the first Worker of the deployment, served at the host's URL, does so for
+// /scheduled/<name>.
 const trigger = `export default {
   async fetch(request, env) {
     const [, what, name] = new URL(request.url).pathname.split("/");

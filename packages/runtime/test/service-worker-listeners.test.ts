@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { bundleWorker } from "../src/bundle.ts";
 import { parseDeployment } from "../src/config/index.ts";
-import { addsQueueListener } from "../src/host/service-worker-listeners.ts";
+import { addsListener } from "../src/host/service-worker-listeners.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "celld-sw-listeners-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,5 +34,15 @@ test.each([
   ["a listener in a comment only", '// addEventListener("queue", ...)\naddEventListener("fetch", () => {});', "no"],
 ] as const)("%s: %s", async (_, source, expected) => {
   const code = await bundled(`w${Math.random().toString(36).slice(2)}`, `${source}\n`);
-  expect(addsQueueListener(code)).toBe(expected);
+  expect(addsListener(code, "queue")).toBe(expected);
+});
+
+test.each([
+  ["a scheduled listener", 'addEventListener("scheduled", (e) => {});\naddEventListener("fetch", () => {});', "yes"],
+  ["a scheduled listener through the prototype", 'Object.getPrototypeOf(self).addEventListener.call(self, `scheduled`, (e) => {});', "yes"],
+  ["fetch and queue listeners only", 'addEventListener("fetch", () => {});\naddEventListener("queue", () => {});', "no"],
+  ["an event named by a variable", 'const type = "scheduled";\naddEventListener(type, (e) => {});', "unknown"],
+] as const)("scheduled, %s: %s", async (_, source, expected) => {
+  const code = await bundled(`w${Math.random().toString(36).slice(2)}`, `${source}\n`);
+  expect(addsListener(code, "scheduled")).toBe(expected);
 });

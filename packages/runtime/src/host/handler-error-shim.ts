@@ -10,7 +10,8 @@
  * ctx.waitUntil() promise, of a promise rejection nobody handled (wrangler dev shows it as
  * "Uncaught (in promise)") or of what a timer's callback throws (callbackReportingSource); the
  * shim prints those too. For a consumer Worker, the shim also says at load when the default export
- * has no queue() handler (see missingQueueWarning).
+ * has no queue() handler (see missingQueueWarning), and for a Worker with cron triggers, when it has
+ * no scheduled() handler.
  */
 import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
@@ -30,8 +31,15 @@ ${callbackReportingSource}
 export { report, reportOnce, queueRecord };
 `).toString("base64")}`;
 
-/** `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). */
-export function handlerErrorShim(mainPath: string, consumer?: { worker: string; queues: readonly string[]; token: string }): string {
+/**
+ * `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). `crons`: the Worker's
+ * cron triggers, for the warning when it has no scheduled() handler to run them.
+ */
+export function handlerErrorShim(
+  mainPath: string,
+  consumer?: { worker: string; queues: readonly string[]; token: string },
+  crons?: { worker: string; crons: readonly string[] },
+): string {
   const main = JSON.stringify(mainPath);
   // The writer first: ES modules run in the order imported, so it holds the built-ins before the
   // Worker's module can replace them.
@@ -167,7 +175,7 @@ if (typeof original === "function" && handlers.some(has)) {
   });
 }
 export default wrapped;
-${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarning(consumer.worker, consumer.queues)}`;
+${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarning(consumer.worker, consumer.queues)}${crons === undefined || crons.crons.length === 0 ? "" : missingScheduledWarning(crons.worker, crons.crons)}`;
 }
 
 /**
@@ -182,7 +190,26 @@ function missingQueueWarning(worker: string, queues: readonly string[]): string 
 `;
 }
 
-/** The same warning for a service-worker script that adds no "queue" listener (see addsQueueListener). */
+/** The same for a Worker with cron triggers and no scheduled() handler: workerd fails every run. */
+function missingScheduledWarning(worker: string, crons: readonly string[]): string {
+  const text = `[celld] warning: Worker "${worker}" has cron triggers (${named(crons)}) but its default export has no scheduled() handler: ${cronConsequence}`;
+  return `if (!has("scheduled")) console.error(${JSON.stringify(text)});
+`;
+}
+
+/** The cron warning for a service-worker script that adds no "scheduled" listener (see addsListener). */
+export function noScheduledListenerWarning(worker: string, mainPath: string, crons: readonly string[]): string {
+  return `Worker "${worker}" has cron triggers (${named(crons)}) but its script ${mainPath} adds no "scheduled" event listener (addEventListener("scheduled", ...)): ${cronConsequence}`;
+}
+
+/** The cron warning for a module Worker with no default export at all, which gets no shim. */
+export function noDefaultExportCronWarning(worker: string, crons: readonly string[]): string {
+  return `Worker "${worker}" has cron triggers (${named(crons)}) but no default export, so no scheduled() handler: ${cronConsequence}`;
+}
+
+const cronConsequence = "every run of them will fail";
+
+/** The same warning for a service-worker script that adds no "queue" listener (see addsListener). */
 export function noQueueListenerWarning(worker: string, mainPath: string, queues: readonly string[]): string {
   return `Worker "${worker}" consumes ${named(queues)} but its script ${mainPath} adds no "queue" event listener (addEventListener("queue", ...)): ${consequence}`;
 }

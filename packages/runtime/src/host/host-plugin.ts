@@ -7,6 +7,13 @@ export interface PluginStartContext {
    * a plugin added with one.
    */
   directUrl(workerName: string): Promise<URL>;
+  /** Runs a Worker's scheduled() handler in workerd, as a Cron Trigger does; its outcome as workerd reports it. */
+  runScheduled(workerName: string, event: { cron: string; scheduledTime: number }): Promise<ScheduledRunResult>;
+}
+
+/** workerd's report of one scheduled() run: `outcome` is "ok", "exception", "exceededCpu", ... */
+export interface ScheduledRunResult {
+  outcome: string;
 }
 
 /**

@@ -12,14 +12,21 @@ import { dataDirAccessWarning } from "./data-dir-access.ts";
 import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
-import type { HostPlugin } from "./host-plugin.ts";
-import { handlerErrorShim, noDefaultExportWarning, noQueueListenerWarning } from "./handler-error-shim.ts";
-import { addsQueueListener } from "./service-worker-listeners.ts";
+import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
+import {
+  handlerErrorShim,
+  noDefaultExportCronWarning,
+  noDefaultExportWarning,
+  noQueueListenerWarning,
+  noScheduledListenerWarning,
+} from "./handler-error-shim.ts";
+import { addsListener } from "./service-worker-listeners.ts";
 import { withServiceWorkerShim } from "./service-worker-shim.ts";
 import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
 import { checkPortFree } from "./port-check.ts";
 import { QueueErrorMarks } from "./queue-error-record.ts";
 import { QueuesPlugin } from "./queues-plugin.ts";
+import { CronTriggersPlugin } from "../triggers/cron-triggers-plugin.ts";
 import { RuntimeOutputFilter } from "./runtime-output.ts";
 import { ServiceWorkerConsole } from "./service-worker-console.ts";
 import { RuntimeStartError, StartBlame, isRuntimeFailure } from "./runtime-start.ts";
@@ -137,7 +144,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     onBatch: options.onBatch,
     dataDir: options.dataDir,
   });
-  const plugins: HostPlugin[] = [queues];
+  const plugins: HostPlugin[] = [queues, new CronTriggersPlugin({ deployment: options.deployment, clock, log })];
   let miniflare: Miniflare | undefined;
   let guard: WorkerdGuard | undefined;
   try {
@@ -249,7 +256,16 @@ export async function startHost(options: HostOptions): Promise<Host> {
     guard = WorkerdGuard.start(options.dataDir, workerdBefore);
     const mf = miniflare;
     const url = await mf.unsafeGetDirectURL(first.name);
-    for (const plugin of plugins) await plugin.start({ directUrl: (name) => mf.unsafeGetDirectURL(name) });
+    const context: PluginStartContext = {
+      directUrl: (name) => mf.unsafeGetDirectURL(name),
+      // Through Miniflare's proxy to workerd: a few ms a run, which a run a minute at most can afford.
+      runScheduled: async (name, event) => {
+        const worker = await mf.getWorker(name);
+        const result = await worker.scheduled({ cron: event.cron, scheduledTime: new Date(event.scheduledTime) });
+        return { outcome: result.outcome };
+      },
+    };
+    for (const plugin of plugins) await plugin.start(context);
     running = true;
     // Each step of a close runs once: a second would close servers already closed, and unlock a
     // data directory another host may have taken since. A close called again (a signal during a
@@ -258,7 +274,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
     let closing: Promise<void> | undefined;
     const close = async (graceMs: number): Promise<void> => {
       running = false;
-      for (const plugin of plugins) await plugin.stop(graceMs);
+      // Together: each plugin's in-flight work gets the same grace, not one grace after another's.
+      await Promise.all(plugins.map((plugin) => plugin.stop(graceMs)));
       // Miniflare's dispose destroys workerd's pipes and kills it, so nothing more can come from
       // its output: what the failure log still counts is said now.
       await mf.dispose();
@@ -298,15 +315,20 @@ async function bundleFor(worker: WorkerConfig, marks: QueueErrorMarks, warn: (me
   const plain = await bundleWorker(worker);
   const queues = worker.consumers.map((c) => c.queue);
   const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
+  const crons = { worker: worker.name, crons: worker.crons };
   if (!plain.exports.includes("default")) {
     // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the
     // first batch had failed, and then ask for addEventListener("queue"), which a module cannot use.
     if (plain.modules && consumer.queues.length > 0) warn(noDefaultExportWarning(consumer.worker, consumer.queues));
-    if (!plain.modules && consumer.queues.length > 0 && addsQueueListener(plain.code) === "no") {
+    if (plain.modules && crons.crons.length > 0) warn(noDefaultExportCronWarning(worker.name, crons.crons));
+    if (!plain.modules && consumer.queues.length > 0 && addsListener(plain.code, "queue") === "no") {
       warn(noQueueListenerWarning(consumer.worker, worker.main, consumer.queues));
+    }
+    if (!plain.modules && crons.crons.length > 0 && addsListener(plain.code, "scheduled") === "no") {
+      warn(noScheduledListenerWarning(worker.name, worker.main, crons.crons));
     }
     if (!plain.modules) return withServiceWorkerShim(plain, consumer.token);
     return plain;
   }
-  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer) });
+  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer, crons) });
 }

@@ -1,8 +1,9 @@
 /**
- * Whether a service-worker script (no exports: addEventListener) adds a "queue" listener, read from
- * its bundle. workerd fails each batch for a script with none ("No event listener registered for
- * queue messages"), and says so only once a batch has failed; so the host says it at start, from
- * the bundle, as it does for a module without a default export. The bundle is esbuild's output,
+ * Whether a service-worker script (no exports: addEventListener) adds a listener for `type`
+ * ("queue" or "scheduled"), read from its bundle. workerd fails each batch, or each cron run, for a
+ * script with none ("No event listener registered for queue messages"), and says so only once one
+ * has failed; so the host says it at start, from the bundle, as it does for a module without a
+ * default export. The bundle is esbuild's output,
  * which writes every string literal in double quotes and keeps no ordinary comments, so the calls
  * read alike however the author wrote them.
  *
@@ -11,7 +12,7 @@
  * its event by anything but a literal (a variable, a template with ${}), or addEventListener is used
  * any other way (apply(), kept under another name): a warning then could be wrong, and says nothing.
  */
-export function addsQueueListener(code: string): "yes" | "no" | "unknown" {
+export function addsListener(code: string, type: "queue" | "scheduled"): "yes" | "no" | "unknown" {
   let unknown = false;
   for (const mention of code.matchAll(/\baddEventListener\b/g)) {
     callType.lastIndex = mention.index;
@@ -20,10 +21,10 @@ export function addsQueueListener(code: string): "yes" | "no" | "unknown" {
       unknown = true;
       continue;
     }
-    const type = call[1]!.trim();
-    if (type === '"queue"' || type === "`queue`") return "yes";
+    const named = call[1]!.trim();
+    if (named === `"${type}"` || named === `\`${type}\``) return "yes";
     // esbuild keeps a template literal as written; one with no ${} is as good as a string.
-    if (!/^"[^"\\]*"$/.test(type) && !/^`[^`$\\]*`$/.test(type)) unknown = true;
+    if (!/^"[^"\\]*"$/.test(named) && !/^`[^`$\\]*`$/.test(named)) unknown = true;
   }
   return unknown ? "unknown" : "no";
 }
