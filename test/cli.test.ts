@@ -104,6 +104,21 @@ test("celld dev serves the Worker, queues survive SIGINT, and a restart carries 
   expect(await second.exited).toBe(0);
 });
 
+test("celld dev --test-scheduled serves /cdn-cgi/handler/scheduled, and says so at start", async () => {
+  const p = appProject("", `let last = "none";
+export default {
+  async fetch() { return new Response(last); },
+  async scheduled(controller) { last = controller.cron; },
+};`);
+  const dev = run(["dev", "--port", "0", "--test-scheduled"], p.dir);
+  const [, url] = await waitFor(dev, /listening on (http:\/\/\S+)/);
+  await waitFor(dev, /its scheduled\(\) handler runs at http:\/\/\S+\/cdn-cgi\/handler\/scheduled\?cron=\*\+\*\+\*\+\*\+\* \(--test-scheduled\)/);
+  expect(await (await fetch(new URL("/cdn-cgi/handler/scheduled?cron=0+18+*+*+FRIL", url))).text()).toBe("ok");
+  expect(await (await fetch(url!)).text()).toBe("0 18 * * FRIL");
+  dev.kill("SIGTERM");
+  expect(await dev.exited).toBe(0);
+});
+
 test("after kill -9 mid-batch, the next start redelivers the batch at once, counting the attempt", async () => {
   const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
 queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]

@@ -107,3 +107,22 @@ triggers = { crons = ["0 0 * * *"] }
   // The Worker that has one is not named.
   expect(running.log.lines.filter((l) => l.includes("every run of them will fail"))).toHaveLength(1);
 });
+
+test("with triggerHandlers (celld dev --test-scheduled), /cdn-cgi/handler/scheduled runs the first Worker's scheduled(); without, it reaches fetch()", async () => {
+  const p = tidy.project();
+  const config = p.write({ "wrangler.toml": wrangler, "worker.js": worker });
+  const running = await tidy.runHost([config], p.dataDir, { triggerHandlers: true });
+  const time = Date.UTC(2026, 2, 3, 4, 5);
+  const ran = await running.fetch(`/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("*/5 * * * *")}&time=${time}`);
+  expect([ran.status, await ran.text()]).toEqual([200, "ok"]);
+  expect(await runs(running)).toEqual(["2026-03-03T04:05:00.000Z */5 * * * *"]);
+  const failed = await running.fetch(`/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("13 * * * *")}`);
+  expect([failed.status, await failed.text()]).toEqual([500, "exception"]);
+  await logOnceItShows(running, /the hourly report failed/, "the failed run's error");
+  await running.close();
+
+  const plain = await tidy.runHost([config], p.dataDir);
+  const reached = await plain.fetch(`/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("*/5 * * * *")}`);
+  // The Worker's own fetch() answered: its list of runs, the one above still in KV.
+  expect(await reached.json()).toEqual(["2026-03-03T04:05:00.000Z */5 * * * *"]);
+});

@@ -56,6 +56,7 @@ export async function runHost(
     batchBytesInFlightMax?: number;
     workerdV8Flags?: readonly string[];
     openFilesLimit?: number;
+    triggerHandlers?: boolean;
   } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
@@ -72,6 +73,7 @@ export async function runHost(
     consumerBatchBytesInFlightMax: options.batchBytesInFlightMax,
     workerdV8Flags: options.workerdV8Flags,
     openFilesLimit: options.openFilesLimit,
+    triggerHandlers: options.triggerHandlers,
     onBatch: (report) => batches.push(report),
   });
   return {

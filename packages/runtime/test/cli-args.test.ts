@@ -231,3 +231,16 @@ describe("celld dev --env", () => {
     expect(usage).toContain("CLOUDFLARE_ENV");
   });
 });
+
+describe("celld dev --test-scheduled", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  test("is off unless given, takes no value, and is in the usage text", () => {
+    expect(parseDevArgs([], cwd).testScheduled).toBe(false);
+    expect(parseDevArgs(["--test-scheduled"], cwd).testScheduled).toBe(true);
+    expect(refusal(() => parseDevArgs(["--test-scheduled=yes"], cwd))).toMatch(/--test-scheduled/);
+    expect(refusal(() => parseDevArgs(["--test-schedule"], cwd))).toBe("unknown option --test-schedule (did you mean --test-scheduled?)");
+    expect(usage).toContain("--test-scheduled");
+  });
+});

@@ -12,6 +12,8 @@ export interface DevArgs {
   apiPort: number | undefined;
   /** wrangler's named environment (`--env`, else CLOUDFLARE_ENV), applied to every config; unset: the top level. */
   environment: string | undefined;
+  /** Serve /cdn-cgi/handler/scheduled on the first Worker's port, as wrangler dev does. */
+  testScheduled: boolean;
   /** For the user before anything starts: which config was found, when others were passed over. */
   warnings: string[];
 }
@@ -20,7 +22,7 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--test-scheduled]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
@@ -33,6 +35,9 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
+  --test-scheduled    serve /cdn-cgi/handler/scheduled?cron=... on the first Worker's port,
+                      which runs its scheduled() handler, as wrangler dev does (each request
+                      then also passes through Miniflare's entry Worker, at some CPU cost)
 
        celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
        celld keys list [--all] [--data DIR] [-c FILE]
@@ -165,6 +170,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       data: { type: "string" },
       "api-port": { type: "string" },
       env: { type: "string", short: "e" },
+      "test-scheduled": { type: "boolean" },
     },
     strict: true,
     allowPositionals: false,
@@ -211,6 +217,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort,
     environment,
+    testScheduled: values["test-scheduled"] ?? false,
     warnings,
   };
 }

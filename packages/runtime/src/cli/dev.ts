@@ -64,6 +64,7 @@ export async function dev(args: DevArgs): Promise<number> {
       host: args.host,
       log,
       cellIdleCloseMs,
+      triggerHandlers: args.testScheduled,
       onRuntimeExit: () => runtimeExited(),
     });
   } catch (error) {
@@ -162,6 +163,9 @@ export async function dev(args: DevArgs): Promise<number> {
   // Only once the signals are ours: a supervisor may signal as soon as it reads this.
   const first = deployment.workers[0]!;
   log.info(`Worker "${first.name}" listening on ${host.url.href}`);
+  if (args.testScheduled) {
+    log.info(`its scheduled() handler runs at ${host.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
+  }
   if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
   const usage = host.registry.diskUsage();
   const configured = deployment.queues.filter((queue) => existsSync(host.registry.pathOf(queue))).length;

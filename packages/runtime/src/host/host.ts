@@ -61,6 +61,12 @@ export interface HostOptions {
   onRuntimeExit?: () => void;
   onBatch?: (report: BatchReport) => void;
   /**
+   * Serve the first Worker through Miniflare's entry Worker with its trigger routes on
+   * (`/cdn-cgi/handler/scheduled`), as wrangler dev does, instead of on a socket of its own. Each
+   * request then costs workerd more CPU (see below), so only `celld dev --test-scheduled` asks.
+   */
+  triggerHandlers?: boolean;
+  /**
    * V8 flags for workerd (defaultWorkerdV8Flags unless set; [] for workerd's own defaults).
    * Process-wide: see miniflare-v8-flags.ts.
    */
@@ -172,10 +178,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
     // Miniflare's entry socket runs every request through its entry Worker first (dev tooling:
     // pretty error pages, a made-up request.cf, /cdn-cgi/ trigger routes), which costs about
     // 350 µs of workerd CPU per request; that socket stays, on a free loopback port, for
-    // Miniflare's own use.
+    // Miniflare's own use. With triggerHandlers the user asked for those routes, and the entry
+    // socket takes the Worker's address instead.
     const first = workers[0];
     if (first === undefined) throw new Error("a deployment has at least one Worker");
-    first.unsafeDirectSockets = [{ host: listenHost, port: listenPort }];
+    const viaEntry = options.triggerHandlers === true;
+    if (!viaEntry) first.unsafeDirectSockets = [{ host: listenHost, port: listenPort }];
     for (const plugin of plugins) workers.push(...(await plugin.extraWorkers()));
     // Stack positions name the user's sources, not the bundle; the shim's own frames are dropped.
     const positions = new StackPositions(bundled);
@@ -234,8 +242,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     miniflare = new Miniflare({
       workers,
       cf: false,
-      host: "127.0.0.1",
-      port: 0,
+      ...(viaEntry ? { host: listenHost, port: listenPort, unsafeTriggerHandlers: true } : { host: "127.0.0.1", port: 0 }),
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       verbose: serviceWorkerConsole !== undefined,
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
@@ -255,7 +262,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     blame = undefined;
     guard = WorkerdGuard.start(options.dataDir, workerdBefore);
     const mf = miniflare;
-    const url = await mf.unsafeGetDirectURL(first.name);
+    const url = viaEntry ? await mf.ready : await mf.unsafeGetDirectURL(first.name);
     const context: PluginStartContext = {
       directUrl: (name) => mf.unsafeGetDirectURL(name),
       // Through Miniflare's proxy to workerd: a few ms a run, which a run a minute at most can afford.
