@@ -104,8 +104,8 @@ test("celld dev serves the Worker, queues survive SIGINT, and a restart carries 
   expect(await second.exited).toBe(0);
 });
 
-test("celld dev --test-scheduled serves /cdn-cgi/handler/scheduled, and says so at start", async () => {
-  const p = appProject("", `let last = "none";
+test("celld dev --test-scheduled serves /cdn-cgi/handler/scheduled, and says so at start; a stop names the cron runs it waits for", async () => {
+  const p = appProject('triggers = { crons = ["0 0 1 1 *"] }\n', `let last = "none";
 export default {
   async fetch() { return new Response(last); },
   async scheduled(controller) { last = controller.cron; },
@@ -117,6 +117,8 @@ export default {
   expect(await (await fetch(url!)).text()).toBe("0 18 * * FRIL");
   dev.kill("SIGTERM");
   expect(await dev.exited).toBe(0);
+  expect(dev.output()).toMatch(/\[celld\] cron "0 0 1 1 \*" -> Worker "app" \(next at \d{4}-01-01T00:00Z\)/);
+  expect(dev.output()).toContain("SIGTERM: stopping (in-flight batches and cron runs get 10 s to finish)...");
 });
 
 test("after kill -9 mid-batch, the next start redelivers the batch at once, counting the attempt", async () => {

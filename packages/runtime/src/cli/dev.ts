@@ -104,6 +104,8 @@ export async function dev(args: DevArgs): Promise<number> {
   }
   const stopped = new Promise<number>((resolve) => {
     let stopping = false;
+    // What a stop waits for: the batches, and the cron runs of a deployment that has crons.
+    const inFlight = deployment.workers.some((w) => w.crons.length > 0) ? "batches and cron runs" : "batches";
     /**
      * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
      * closed), so that a supervisor's Restart=on-failure starts it again.
@@ -115,7 +117,7 @@ export async function dev(args: DevArgs): Promise<number> {
         process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
       }
       stopping = true;
-      log.info(`${reason}: stopping (in-flight batches get ${shutdownGraceMs / 1000} s to finish)...`);
+      log.info(`${reason}: stopping (in-flight ${inFlight} get ${shutdownGraceMs / 1000} s to finish)...`);
       const closeAll = async (): Promise<void> => {
         // Closing the host hands running batches back and closes the cells: a failed API close
         // must not skip it.
