@@ -39,6 +39,11 @@ export const limits = {
   consumerBatchBytesInFlightMax: 64 * 1024 * 1024,
   /** A consumer invocation's wall time on Cloudflare; a hung handler's lease runs this long. */
   consumerWallTimeSecondsDefault: 900,
+  /**
+   * A Cron Trigger run's wall time on Cloudflare. workerd sets none; past it celld says so and
+   * stops waiting for the run (it still ends with workerd).
+   */
+  scheduledWallTimeSeconds: 900,
 
   /**
    * celld's own: cells a host keeps open at once. Opening one more first closes the least

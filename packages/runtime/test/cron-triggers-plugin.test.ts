@@ -81,8 +81,10 @@ test("an outcome other than ok or a thrown error is warned of; a run workerd cou
   await plugin.start(context);
   clock.advance(60_000);
   runs[0]!.finish({ outcome: "exceededCpu" });
+  await settle();
   clock.advance(3_600_000);
   runs[1]!.finish({ outcome: "exception" });
+  await settle();
   clock.advance(3_600_000);
   runs[2]!.finish(new Error("connection refused"));
   await settle();
@@ -102,4 +104,26 @@ test("once workerd has exited, nothing more runs, and a run it cut off is not re
   await settle();
   expect(runs).toHaveLength(1);
   expect(log.lines.filter((l) => !l.startsWith("info:"))).toEqual([]);
+});
+
+test("a run past Cloudflare's 15 minutes is warned of once, and a stop no longer waits for it", async () => {
+  const { clock, log, plugin, runs, context } = setUp(["0 * * * *"], Date.UTC(2026, 5, 1, 9, 59, 0));
+  await plugin.start(context);
+  clock.advance(60_000);
+  clock.advance(15 * 60_000 - 1);
+  expect(log.lines.filter((l) => l.startsWith("warn:"))).toEqual([]);
+  clock.advance(1);
+  expect(log.lines.filter((l) => l.startsWith("warn:"))).toEqual([
+    'warn: cron "0 * * * *" of Worker "w" at 2026-06-01T10:00Z: the scheduled() handler has run for 15 minutes, ' +
+      "Cloudflare's limit for a cron run; celld no longer waits for it (it runs on until it ends, or until celld stops)",
+  ]);
+  // The next hour's run ends in time: no word, and its watch is gone with it.
+  clock.advanceTo(Date.UTC(2026, 5, 1, 11, 0, 0));
+  runs[1]!.finish({ outcome: "ok" });
+  await settle();
+  clock.advanceTo(Date.UTC(2026, 5, 1, 11, 30, 0));
+  expect(log.lines.filter((l) => l.startsWith("warn:"))).toHaveLength(1);
+  // Neither the hung run nor anything else holds the stop: no grace is waited out.
+  await Promise.race([plugin.stop(3_600_000), new Promise((_, reject) => setTimeout(() => reject(new Error("stop waited")), 1_000))]);
+  runs[0]!.finish({ outcome: "ok" });
 });

@@ -1,4 +1,4 @@
-import type { Clock } from "@celld/queue-cell";
+import { limits, type Clock } from "@celld/queue-cell";
 import type { Deployment } from "../config/index.ts";
 import type { HostLog } from "../host/host-log.ts";
 import type { HostPlugin, PluginStartContext, ScheduledRunResult } from "../host/host-plugin.ts";
@@ -24,8 +24,9 @@ interface Trigger {
  * A due time passed while celld was stopped, or while its clock was held, is not made up for,
  * as on Cloudflare; a run still going when the next is due does not hold it back. A failed run is
  * not run again (Cloudflare may retry one; `controller.noRetry()` changes nothing here). What a
- * handler throws is printed by the handler shim, like a fetch()'s; other ends (a wall-time limit,
- * workerd unable to run it) are told here.
+ * handler throws is printed by the handler shim, like a fetch()'s; other ends (exceededCpu,
+ * workerd unable to run it) are told here, and so is a run past Cloudflare's 15 minutes, which
+ * workerd would let run on: celld then stops waiting for it, so a stop does not wait for it either.
  */
 export class CronTriggersPlugin implements HostPlugin {
   readonly name = "cron-triggers";
@@ -113,8 +114,19 @@ export class CronTriggersPlugin implements HostPlugin {
           );
         },
       )
-      .finally(() => this.running.delete(run));
+      .finally(() => {
+        this.running.delete(run);
+        unwatch();
+      });
     this.running.add(run);
+    const unwatch = this.options.clock.schedule(due + limits.scheduledWallTimeSeconds * 1000, () => {
+      if (!this.running.delete(run) || this.stopped) return;
+      this.options.log.warn(
+        `cron "${trigger.schedule.expression}" of Worker "${trigger.worker}" at ${utcMinute(due)}: the scheduled() ` +
+          `handler has run for ${limits.scheduledWallTimeSeconds / 60} minutes, Cloudflare's limit for a cron run; ` +
+          "celld no longer waits for it (it runs on until it ends, or until celld stops)",
+      );
+    });
   }
 
   private ended(trigger: Trigger, due: number, result: ScheduledRunResult): void {
