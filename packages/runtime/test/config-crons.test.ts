@@ -2,10 +2,13 @@ import { expect, test } from "vitest";
 import { parseDeployment } from "../src/config/index.ts";
 import { issuesOf, parseOne } from "./config-failure.ts";
 
-test("triggers.crons reach the Worker's config as written, each once", () => {
+test("triggers.crons reach the Worker's config as written, each once; one listed again is pointed out", () => {
   const deployment = parseOne({ triggers: { crons: ["*/5 * * * *", "0 18 * * FRIL", "*/5 * * * *"] } });
   expect(deployment.workers[0]!.crons).toEqual(["*/5 * * * *", "0 18 * * FRIL"]);
-  expect(deployment.warnings).toEqual([]);
+  expect(deployment.warnings.map((w) => `${w.path}: ${w.message}`)).toEqual([
+    'triggers.crons[2]: repeats triggers.crons[0] ("*/5 * * * *"); it runs once at each of its times',
+  ]);
+  expect(parseOne({ triggers: { crons: ["*/5 * * * *", "0 18 * * FRIL"] } }).warnings).toEqual([]);
   expect(parseOne({}).workers[0]!.crons).toEqual([]);
   expect(parseOne({ triggers: {} }).workers[0]!.crons).toEqual([]);
 });

@@ -149,6 +149,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       if (checked.success) {
         workers.push({ file: path, worker: toWorkerConfig(configPath, checked.data, devVars) });
         warnings.push(...deliveryDelayWarnings(path, checked.data));
+        warnings.push(...repeatedCronWarnings(path, checked.data));
         warnings.push(...retryRetentionWarnings(path, checked.data));
         const { bindings = [] } = checked.data.durable_objects ?? {};
         warnings.push(...unmigratedClassWarnings(path, checked.data.name, bindings, checked.data.migrations));
@@ -200,6 +201,17 @@ export function isFile(path: string): boolean {
 
 function isDirectory(path: string): boolean {
   return existsSync(path) && statSync(path).isDirectory();
+}
+
+/** A cron listed twice runs once at each of its times (the model keeps one): said, not refused. */
+function repeatedCronWarnings(file: string, config: WorkerFile): ConfigWarning[] {
+  const crons = config.triggers?.crons ?? [];
+  return crons.flatMap((cron, i) => {
+    const first = crons.indexOf(cron);
+    return first === i
+      ? []
+      : [{ file, path: `triggers.crons[${i}]`, message: `repeats triggers.crons[${first}] (${JSON.stringify(cron)}); it runs once at each of its times` }];
+  });
 }
 
 /**
