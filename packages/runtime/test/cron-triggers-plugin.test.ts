@@ -71,6 +71,8 @@ test("a run still going does not hold back the next; stop waits for it up to the
   runs[0]!.finish({ outcome: "ok" });
   await settle();
   expect(stopped).toBe(false);
+  // The stop has already dropped every timer: the next minute's and the runs' 15-minute watches.
+  expect(clock.pendingTimers()).toBe(0);
   runs[1]!.finish({ outcome: "ok" });
   await stopping;
   expect(stopped).toBe(true);

@@ -31,7 +31,8 @@ interface Trigger {
 export class CronTriggersPlugin implements HostPlugin {
   readonly name = "cron-triggers";
   private readonly triggers: Trigger[] = [];
-  private readonly running = new Set<Promise<void>>();
+  /** Runs not yet ended, each with the cancel of its watch for the 15 minutes. */
+  private readonly running = new Map<Promise<void>, () => void>();
   private context: PluginStartContext | undefined;
   private stopped = false;
 
@@ -69,11 +70,12 @@ export class CronTriggersPlugin implements HostPlugin {
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
     for (const trigger of this.triggers) trigger.cancel?.();
+    for (const unwatch of this.running.values()) unwatch();
     if (this.running.size === 0) return;
     // A run that outlasts the grace is cut off by workerd's own stop, right after this.
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled(this.running),
+      Promise.allSettled(this.running.keys()),
       new Promise<void>((resolve) => {
         timer = setTimeout(resolve, graceMs);
       }),
@@ -98,7 +100,8 @@ export class CronTriggersPlugin implements HostPlugin {
     trigger.cancel = undefined;
     const context = this.context;
     if (this.stopped || context === undefined) return;
-    // From the later of the two: a clock that jumped past several due times runs the latest once.
+    // From the later of the two: a timer that fired late (the event loop held) skips the times
+    // it missed rather than running them all at once.
     this.arm(trigger, Math.max(due, this.options.clock.now()));
     const run = context
       .runScheduled(trigger.worker, { cron: trigger.schedule.expression, scheduledTime: due })
@@ -115,10 +118,9 @@ export class CronTriggersPlugin implements HostPlugin {
         },
       )
       .finally(() => {
+        this.running.get(run)?.();
         this.running.delete(run);
-        unwatch();
       });
-    this.running.add(run);
     const unwatch = this.options.clock.schedule(due + limits.scheduledWallTimeSeconds * 1000, () => {
       if (!this.running.delete(run) || this.stopped) return;
       this.options.log.warn(
@@ -127,6 +129,7 @@ export class CronTriggersPlugin implements HostPlugin {
           "celld no longer waits for it (it runs on until it ends, or until celld stops)",
       );
     });
+    this.running.set(run, unwatch);
   }
 
   private ended(trigger: Trigger, due: number, result: ScheduledRunResult): void {
