@@ -82,7 +82,7 @@ test.each([
   {
     what: "with exports but no default export",
     source: "export class Thing {}\nexport async function scheduled() {}\n",
-    says: () => "no default export, so no scheduled() handler",
+    says: () => "has no default export, so no scheduled() handler",
   },
   {
     what: "written as a service worker with no scheduled listener",

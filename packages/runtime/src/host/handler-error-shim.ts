@@ -10,8 +10,8 @@
  * ctx.waitUntil() promise, of a promise rejection nobody handled (wrangler dev shows it as
  * "Uncaught (in promise)") or of what a timer's callback throws (callbackReportingSource); the
  * shim prints those too. For a consumer Worker, the shim also says at load when the default export
- * has no queue() handler (see missingQueueWarning), and for a Worker with cron triggers, when it has
- * no scheduled() handler.
+ * has no queue() handler, and for a Worker with cron triggers when it has no scheduled() handler
+ * (see missingHandlerWarning).
  */
 import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
@@ -32,13 +32,13 @@ export { report, reportOnce, queueRecord };
 `).toString("base64")}`;
 
 /**
- * `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). `crons`: the Worker's
- * cron triggers, for the warning when it has no scheduled() handler to run them.
+ * `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). `uses`: the handlers
+ * its config asks for (handlerUses), each warned of at load when the default export lacks it.
  */
 export function handlerErrorShim(
   mainPath: string,
   consumer?: { worker: string; queues: readonly string[]; token: string },
-  crons?: { worker: string; crons: readonly string[] },
+  uses: readonly HandlerUse[] = [],
 ): string {
   const main = JSON.stringify(mainPath);
   // The writer first: ES modules run in the order imported, so it holds the built-ins before the
@@ -175,50 +175,58 @@ if (typeof original === "function" && handlers.some(has)) {
   });
 }
 export default wrapped;
-${consumer === undefined || consumer.queues.length === 0 ? "" : missingQueueWarning(consumer.worker, consumer.queues)}${crons === undefined || crons.crons.length === 0 ? "" : missingScheduledWarning(crons.worker, crons.crons)}`;
+${uses.map(missingHandlerWarning).join("")}`;
 }
 
 /**
- * A consumer Worker whose default export has no queue() handler still deploys, and each batch then
- * fails in workerd ("we lack a handler for QueueEvents") until its messages run out of retries.
- * Said once, as the Worker's module is loaded, so the author sees it at start rather than after
- * the first batch has failed.
+ * What a Worker's config asks of one of its handlers: a queue() for the queues it consumes, a
+ * scheduled() for its cron triggers. A Worker without that handler still deploys, and workerd
+ * then fails each batch ("we lack a handler for QueueEvents") or each cron run, saying so only
+ * once one has failed; so the shim and the host say it at start.
  */
-function missingQueueWarning(worker: string, queues: readonly string[]): string {
-  const text = `[celld] warning: Worker "${worker}" consumes ${named(queues)} but its default export has no queue() handler: ${consequence}`;
-  return `if (!has("queue")) console.error(${JSON.stringify(text)});
+export interface HandlerUse {
+  worker: string;
+  handler: "queue" | "scheduled";
+  /** How the line says what the config asks: `consumes "jobs"`, `has cron triggers ("0 * * * *")`. */
+  asks: string;
+  consequence: string;
+}
+
+/** The Worker's uses of its handlers, those its config makes: none, one, or both. */
+export function handlerUses(worker: string, queues: readonly string[], crons: readonly string[]): HandlerUse[] {
+  const uses: HandlerUse[] = [];
+  if (queues.length > 0) {
+    uses.push({
+      worker,
+      handler: "queue",
+      asks: `consumes ${named(queues)}`,
+      consequence: "every batch will fail, and its messages be retried, then dead-lettered or deleted",
+    });
+  }
+  if (crons.length > 0) {
+    uses.push({ worker, handler: "scheduled", asks: `has cron triggers (${named(crons)})`, consequence: "every run of them will fail" });
+  }
+  return uses;
+}
+
+/** Said by the shim as the Worker's module is loaded, when the default export lacks the handler. */
+function missingHandlerWarning(use: HandlerUse): string {
+  const text = `[celld] warning: Worker "${use.worker}" ${use.asks} but its default export has no ${use.handler}() handler: ${use.consequence}`;
+  return `if (!has(${JSON.stringify(use.handler)})) console.error(${JSON.stringify(text)});
 `;
 }
 
-/** The same for a Worker with cron triggers and no scheduled() handler: workerd fails every run. */
-function missingScheduledWarning(worker: string, crons: readonly string[]): string {
-  const text = `[celld] warning: Worker "${worker}" has cron triggers (${named(crons)}) but its default export has no scheduled() handler: ${cronConsequence}`;
-  return `if (!has("scheduled")) console.error(${JSON.stringify(text)});
-`;
-}
-
-/** The cron warning for a service-worker script that adds no "scheduled" listener (see addsListener). */
-export function noScheduledListenerWarning(worker: string, mainPath: string, crons: readonly string[]): string {
-  return `Worker "${worker}" has cron triggers (${named(crons)}) but its script ${mainPath} adds no "scheduled" event listener (addEventListener("scheduled", ...)): ${cronConsequence}`;
-}
-
-/** The cron warning for a module Worker with no default export at all, which gets no shim. */
-export function noDefaultExportCronWarning(worker: string, crons: readonly string[]): string {
-  return `Worker "${worker}" has cron triggers (${named(crons)}) but no default export, so no scheduled() handler: ${cronConsequence}`;
-}
-
-const cronConsequence = "every run of them will fail";
-
-/** The same warning for a service-worker script that adds no "queue" listener (see addsListener). */
-export function noQueueListenerWarning(worker: string, mainPath: string, queues: readonly string[]): string {
-  return `Worker "${worker}" consumes ${named(queues)} but its script ${mainPath} adds no "queue" event listener (addEventListener("queue", ...)): ${consequence}`;
+/** The same warning for a service-worker script that adds no listener for the event (see addsListener). */
+export function noListenerWarning(use: HandlerUse, mainPath: string): string {
+  return (
+    `Worker "${use.worker}" ${use.asks} but its script ${mainPath} adds no "${use.handler}" event listener ` +
+    `(addEventListener("${use.handler}", ...)): ${use.consequence}`
+  );
 }
 
 /** The same warning for a module Worker with no default export at all, which gets no shim. */
-export function noDefaultExportWarning(worker: string, queues: readonly string[]): string {
-  return `Worker "${worker}" consumes ${named(queues)} but has no default export, so no queue() handler: ${consequence}`;
+export function noDefaultExportWarning(use: HandlerUse): string {
+  return `Worker "${use.worker}" ${use.asks} but has no default export, so no ${use.handler}() handler: ${use.consequence}`;
 }
-
-const consequence = "every batch will fail, and its messages be retried, then dead-lettered or deleted";
 
 const named = (queues: readonly string[]): string => queues.map((q) => `"${q}"`).join(", ");

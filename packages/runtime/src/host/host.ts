@@ -13,13 +13,7 @@ import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
-import {
-  handlerErrorShim,
-  noDefaultExportCronWarning,
-  noDefaultExportWarning,
-  noQueueListenerWarning,
-  noScheduledListenerWarning,
-} from "./handler-error-shim.ts";
+import { handlerErrorShim, handlerUses, noDefaultExportWarning, noListenerWarning } from "./handler-error-shim.ts";
 import { addsListener } from "./service-worker-listeners.ts";
 import { withServiceWorkerShim } from "./service-worker-shim.ts";
 import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
@@ -322,20 +316,16 @@ async function bundleFor(worker: WorkerConfig, marks: QueueErrorMarks, warn: (me
   const plain = await bundleWorker(worker);
   const queues = worker.consumers.map((c) => c.queue);
   const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
-  const crons = { worker: worker.name, crons: worker.crons };
+  const uses = handlerUses(worker.name, queues, worker.crons);
   if (!plain.exports.includes("default")) {
     // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the
     // first batch had failed, and then ask for addEventListener("queue"), which a module cannot use.
-    if (plain.modules && consumer.queues.length > 0) warn(noDefaultExportWarning(consumer.worker, consumer.queues));
-    if (plain.modules && crons.crons.length > 0) warn(noDefaultExportCronWarning(worker.name, crons.crons));
-    if (!plain.modules && consumer.queues.length > 0 && addsListener(plain.code, "queue") === "no") {
-      warn(noQueueListenerWarning(consumer.worker, worker.main, consumer.queues));
-    }
-    if (!plain.modules && crons.crons.length > 0 && addsListener(plain.code, "scheduled") === "no") {
-      warn(noScheduledListenerWarning(worker.name, worker.main, crons.crons));
+    for (const use of uses) {
+      if (plain.modules) warn(noDefaultExportWarning(use));
+      else if (addsListener(plain.code, use.handler) === "no") warn(noListenerWarning(use, worker.main));
     }
     if (!plain.modules) return withServiceWorkerShim(plain, consumer.token);
     return plain;
   }
-  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer, crons) });
+  return bundleWorker(worker, { entrySource: handlerErrorShim(worker.main, consumer, uses) });
 }
