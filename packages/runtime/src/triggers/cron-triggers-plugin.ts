@@ -68,9 +68,7 @@ export class CronTriggersPlugin implements HostPlugin {
   }
 
   async stop(graceMs: number): Promise<void> {
-    this.stopped = true;
-    for (const trigger of this.triggers) trigger.cancel?.();
-    for (const unwatch of this.running.values()) unwatch();
+    this.halt();
     if (this.running.size === 0) return;
     // A run that outlasts the grace is cut off by workerd's own stop, right after this.
     let timer: NodeJS.Timeout | undefined;
@@ -86,8 +84,14 @@ export class CronTriggersPlugin implements HostPlugin {
   async dispose(): Promise<void> {}
 
   runtimeExited(): void {
+    this.halt();
+  }
+
+  /** No more runs, and no timer left: the crons' next times and the running ones' watches. */
+  private halt(): void {
     this.stopped = true;
     for (const trigger of this.triggers) trigger.cancel?.();
+    for (const unwatch of this.running.values()) unwatch();
   }
 
   private arm(trigger: Trigger, afterMs: number): void {
