@@ -103,5 +103,29 @@ test("a second SIGTERM during the stop exits at once with 143, as a shell report
   await waitFor(r, /SIGTERM: stopping/);
   r.kill("SIGTERM");
   expect(await r.exited).toBe(143);
-  expect(r.output()).toContain("SIGTERM again: exiting at once");
+  expect(r.output()).toContain("SIGTERM again: exiting at once; messages in running batches return to their queues at the next start\n");
 });
+
+// The CLI runs crons by the real clock, so this one waits for the next whole minute: up to 60 s.
+test.runIf(process.env.CELLD_SLOW === "1")("a second SIGINT during a cron run says the run is cut off", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\ntriggers = { crons = ["* * * * *"] }\n`,
+    "worker.js": `export default {
+  async fetch() { return new Response("ok"); },
+  async scheduled() { console.log("cron running"); await new Promise((r) => setTimeout(r, 600000)); },
+};`,
+  });
+  const r = run(["dev", "--port", "0"], p.dir);
+  await waitFor(r, /listening on/);
+  await waitFor(r, /cron running/, 65_000);
+  r.kill("SIGINT");
+  await waitFor(r, /SIGINT: stopping \(in-flight batches and cron runs get 10 s to finish\)/);
+  r.kill("SIGINT");
+  expect(await r.exited).toBe(130);
+  expect(r.output()).toContain(
+    "SIGINT again: exiting at once; messages in running batches return to their queues at the next start; " +
+      "cron runs still going are cut off, not run again\n",
+  );
+}, 90_000);

@@ -105,14 +105,16 @@ export async function dev(args: DevArgs): Promise<number> {
   const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     // What a stop waits for: the batches, and the cron runs of a deployment that has crons.
-    const inFlight = deployment.workers.some((w) => w.crons.length > 0) ? "batches and cron runs" : "batches";
+    const hasCrons = deployment.workers.some((w) => w.crons.length > 0);
+    const inFlight = hasCrons ? "batches and cron runs" : "batches";
+    const cutOff = hasCrons ? "; cron runs still going are cut off, not run again" : "";
     /**
      * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
      * closed), so that a supervisor's Restart=on-failure starts it again.
      */
     const stop = (reason: string, exitCode: number = exitStatus.ok): void => {
       if (stopping) {
-        log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start`);
+        log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
         // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
         process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
       }
