@@ -1,5 +1,5 @@
 import { builtinModules, type SourceMapPayload } from "node:module";
-import { dirname, resolve } from "node:path";
+import { basename, dirname, resolve } from "node:path";
 import { build, type BuildFailure, type Message, type OutputFile, type Plugin } from "esbuild";
 import type { WorkerConfig } from "./config/index.ts";
 import { resolveNodejsCompat } from "./config/nodejs-compat.ts";
@@ -71,6 +71,8 @@ export interface WorkerBundle {
   exports: string[];
   /** The files `code` imports as Text, Data or CompiledWasm modules; always empty when `modules` is false. */
   additionalModules: AdditionalModule[];
+  /** Absolute paths of the files the bundle was built from, the additional modules' included. */
+  inputs: string[];
 }
 
 export async function bundleWorker(worker: WorkerConfig, options: BundleOptions = {}): Promise<WorkerBundle> {
@@ -137,11 +139,26 @@ async function bundleOnce(worker: WorkerConfig, options: BundleOptions, moduleRu
       modules,
       exports: meta.exports,
       additionalModules: [...collected.values()],
+      inputs: bundleInputs(Object.keys(result.metafile.inputs), workingDir, collected.values(), options.entrySource !== undefined),
     };
   } catch (error) {
     if (!isBuildFailure(error)) throw error;
     throw new BundleError(worker.name, error.errors.map((m) => toBundleMessage(m, workingDir, worker)));
   }
+}
+
+/**
+ * The metafile's inputs as files: relative to the working directory, except what is no file (an
+ * entry source, named entrySourceName; a plugin's namespaced or data: modules), which is left out.
+ */
+function bundleInputs(names: readonly string[], workingDir: string, collected: Iterable<AdditionalModule>, entrySource: boolean): string[] {
+  const files = new Set<string>();
+  for (const name of names) {
+    if ((entrySource && basename(name) === entrySourceName) || name.startsWith("<") || /^[a-z][\w-]+:/i.test(name)) continue;
+    files.add(resolve(workingDir, name));
+  }
+  for (const module of collected) files.add(module.file);
+  return [...files];
 }
 
 /**

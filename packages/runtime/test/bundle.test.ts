@@ -198,6 +198,21 @@ describe("bundleWorker with wrangler's default module rules", () => {
     const shimmed = await bundleWorker(worker, { entrySource: handlerErrorShim(worker.main) });
     expect(shimmed.additionalModules).toEqual(plain.additionalModules);
     expect(shimmed.exports).toContain("default");
+    // What `celld dev --watch` watches: the same files, none of them the shim's own source.
+    expect(shimmed.inputs.sort()).toEqual(plain.inputs.sort());
+  });
+
+  test("inputs are the files the bundle was built from: main, what it imports, npm packages' files and module-rules files", async () => {
+    const [app] = loadDeployment([join(root, "app", "wrangler.toml")]).workers;
+    const { inputs } = await bundleWorker(app!);
+    expect(inputs).toContain(join(root, "app", "src", "index.ts"));
+    expect(inputs).toContain(join(root, "app", "src", "greeting.ts"));
+    expect(inputs.some((input) => input.startsWith(join(root, "app", "node_modules", "tiny-greet")))).toBe(true);
+    for (const input of inputs) expect(input.startsWith(join(root, "app"))).toBe(true);
+
+    const { inputs: withModules, additionalModules } = await bundleWorker(workerIn("module-rules", "src/index.js"));
+    for (const m of additionalModules) expect(withModules).toContain(m.file);
+    expect(withModules).toContain(join(root, "module-rules", "src", "index.js"));
   });
 
   test("an import of a missing file is refused, naming the importing file and line", async () => {

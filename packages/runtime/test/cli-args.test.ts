@@ -244,3 +244,16 @@ describe("celld dev --test-scheduled", () => {
     expect(usage).toContain("--test-scheduled");
   });
 });
+
+describe("celld dev --watch", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  test("is off unless given, takes no value, and is in the usage text", () => {
+    expect(parseDevArgs([], cwd).watch).toBe(false);
+    expect(parseDevArgs(["--watch"], cwd).watch).toBe(true);
+    expect(refusal(() => parseDevArgs(["--watch=yes"], cwd))).toMatch(/--watch/);
+    expect(refusal(() => parseDevArgs(["--wach"], cwd))).toBe("unknown option --wach (did you mean --watch?)");
+    expect(usage).toContain("--watch             restart the Workers");
+  });
+});

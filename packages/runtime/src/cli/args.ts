@@ -14,6 +14,8 @@ export interface DevArgs {
   environment: string | undefined;
   /** Serve /cdn-cgi/handler/scheduled on the first Worker's port, as wrangler dev does. */
   testScheduled: boolean;
+  /** Restart the Workers when a config, its dev vars or a Worker's source changes. */
+  watch: boolean;
   /** For the user before anything starts: which config was found, when others were passed over. */
   warnings: string[];
 }
@@ -22,7 +24,7 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--test-scheduled]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--test-scheduled] [--watch]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
@@ -38,6 +40,9 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --test-scheduled    serve /cdn-cgi/handler/scheduled?cron=... on the first Worker's port,
                       which runs its scheduled() handler, as wrangler dev does (each request
                       then also passes through Miniflare's entry Worker, at some CPU cost)
+  --watch             restart the Workers when a config, its .dev.vars or .env, or a file a
+                      Worker's bundle is built from changes; a config or bundle that fails
+                      leaves the running Workers as they were
 
        celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
        celld keys list [--all] [--data DIR] [-c FILE]
@@ -171,6 +176,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       "api-port": { type: "string" },
       env: { type: "string", short: "e" },
       "test-scheduled": { type: "boolean" },
+      watch: { type: "boolean" },
     },
     strict: true,
     allowPositionals: false,
@@ -218,6 +224,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     apiPort,
     environment,
     testScheduled: values["test-scheduled"] ?? false,
+    watch: values.watch ?? false,
     warnings,
   };
 }

@@ -1,9 +1,20 @@
 import { existsSync } from "node:fs";
 import { constants } from "node:os";
+import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
-import { formatIssue, formatWarnings, isConfigError, loadDeployment, type WorkerConfig } from "../config/index.ts";
+import { bundleWorker } from "../bundle.ts";
+import {
+  devVarsFileNames,
+  formatIssue,
+  formatWarnings,
+  isConfigError,
+  loadDeployment,
+  type ConfigError,
+  type Deployment,
+  type WorkerConfig,
+} from "../config/index.ts";
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
 import { consoleHostLog, watchOutputStreams } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
@@ -12,13 +23,19 @@ import type { DevArgs } from "./args.ts";
 import { dataDirLine } from "./data-dir-line.ts";
 import { exitStatus } from "./exit-status.ts";
 import { watchNpmParent } from "./npm-parent-watch.ts";
+import { watchSources, type SourceWatch } from "./source-watch.ts";
+import { describeStartFailure, printFailureLines } from "./start-failure.ts";
 
 /** How long in-flight batches may run on shutdown before they are handed back to their queues. */
 const shutdownGraceMs = 10_000;
 /** A queue nobody has used for this long gives back its file handle and memory until next use. */
 const cellIdleCloseMs = 5 * 60_000;
 
-/** `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT, SIGTERM or SIGHUP. */
+/**
+ * `celld dev`: validates the whole deployment, starts it, and stops cleanly on SIGINT, SIGTERM or
+ * SIGHUP. With `--watch`, a change to a config, its dev vars or a Worker's sources restarts the
+ * Workers on the same data directory, once the new deployment has loaded and bundled.
+ */
 export async function dev(args: DevArgs): Promise<number> {
   const log = consoleHostLog;
   // Set once the shutdown below exists; until then a closed output is remembered and acted on then.
@@ -29,25 +46,12 @@ export async function dev(args: DevArgs): Promise<number> {
     stopForOutput();
   });
   for (const warning of args.warnings) log.warn(warning);
-  let deployment;
-  try {
-    deployment = loadDeployment(args.configs, { environment: args.environment });
-  } catch (error) {
-    if (!isConfigError(error)) throw error;
-    for (const line of formatWarnings(error.warnings)) log.warn(line);
-    console.error(`celld: the deployment has ${error.issues.length} error(s); nothing was started:`);
-    for (const issue of error.issues) console.error(`  ${formatIssue(issue)}`);
+  const loaded = load(args);
+  if (!loaded.ok) {
+    printConfigIssues(loaded.error, "nothing was started");
     return exitStatus.config;
   }
-  for (const line of formatWarnings(deployment.warnings)) log.warn(line);
-  // The names differ from the files' (`app-production`), and Durable Object storage follows them.
-  if (args.environment !== undefined) {
-    log.info(`environment "${args.environment}": Workers ${deployment.workers.map((w) => `"${w.name}"`).join(", ")}`);
-  }
-  // Names only: the values are secrets.
-  for (const { name, devVars } of deployment.workers) {
-    if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);
-  }
+  let deployment = loaded.deployment;
 
   // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
   // only fail as a stack trace.
@@ -55,18 +59,23 @@ export async function dev(args: DevArgs): Promise<number> {
 
   // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
   let runtimeExited = (): void => {};
-  let host: Host;
-  try {
-    host = await startHost({
-      deployment,
+  // A restart keeps the port the first start listened on, a free one picked for `--port 0` too.
+  let port = args.port;
+  const start = (d: Deployment): Promise<Host> =>
+    startHost({
+      deployment: d,
       dataDir: args.dataDir,
-      port: args.port,
+      port,
       host: args.host,
       log,
       cellIdleCloseMs,
       triggerHandlers: args.testScheduled,
       onRuntimeExit: () => runtimeExited(),
     });
+  let host: Host | undefined;
+  try {
+    host = await start(deployment);
+    port = Number(host.url.port);
   } catch (error) {
     // A data directory that cannot be written (a full disk) is the operator's to fix: the line
     // names the directory and the cause, and a stack would add nothing.
@@ -76,20 +85,21 @@ export async function dev(args: DevArgs): Promise<number> {
   }
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
+  const startApi = (h: Host): Promise<ApiServer> =>
+    startApiServer({
+      registry: h.registry,
+      keys: apiKeys!,
+      dataDir: args.dataDir,
+      port: args.apiPort!,
+      host: args.host,
+      workerQueues: { declared: () => deployment.queues },
+      onInternalError: (error) => log.error("the queues API failed a request", error),
+      onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
+    });
   if (args.apiPort !== undefined) {
     try {
       apiKeys = ApiKeyStore.open(args.dataDir);
-      const queues = deployment.queues;
-      api = await startApiServer({
-        registry: host.registry,
-        keys: apiKeys,
-        dataDir: args.dataDir,
-        port: args.apiPort,
-        host: args.host,
-        workerQueues: { declared: () => queues },
-        onInternalError: (error) => log.error("the queues API failed a request", error),
-        onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
-      });
+      api = await startApi(host);
     } catch (error) {
       const opening = apiKeys === undefined ? "opening api/keys.sqlite" : "opening api/catalog.sqlite";
       apiKeys?.close();
@@ -102,44 +112,57 @@ export async function dev(args: DevArgs): Promise<number> {
       return exitStatus.failed;
     }
   }
+  /** Stops the API server and the host that run now, if any; the key store stays open. */
+  const closeRunning = async (graceMs: number): Promise<void> => {
+    const [runningApi, runningHost] = [api, host];
+    api = undefined;
+    host = undefined;
+    // Closing the host hands running batches back and closes the cells: a failed API close
+    // must not skip it.
+    try {
+      await runningApi?.close();
+    } finally {
+      await runningHost?.close(graceMs);
+    }
+  };
+  let stopping = false;
+  // A restart and the stop run one after another, never together.
+  let steps: Promise<void> = Promise.resolve();
+  let watch: SourceWatch | undefined;
   const stopped = new Promise<number>((resolve) => {
-    let stopping = false;
-    // What a stop waits for: the batches, and the cron runs of a deployment that has crons.
-    const hasCrons = deployment.workers.some((w) => w.crons.length > 0);
-    const inFlight = hasCrons ? "batches and cron runs" : "batches";
-    const cutOff = hasCrons ? "; cron runs still going are cut off, not run again" : "";
     /**
      * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
      * closed), so that a supervisor's Restart=on-failure starts it again.
      */
     const stop = (reason: string, exitCode: number = exitStatus.ok): void => {
       if (stopping) {
+        const cutOff = hasCrons(deployment) ? "; cron runs still going are cut off, not run again" : "";
         log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
         // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
         process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
       }
       stopping = true;
-      log.info(`${reason}: stopping (in-flight ${inFlight} get ${shutdownGraceMs / 1000} s to finish)...`);
-      const closeAll = async (): Promise<void> => {
-        // Closing the host hands running batches back and closes the cells: a failed API close
-        // must not skip it.
-        try {
-          await api?.close();
-          apiKeys?.close();
-        } finally {
-          await host.close(shutdownGraceMs);
-        }
-      };
-      closeAll().then(
-        () => {
-          log.info("stopped");
-          resolve(exitCode);
-        },
-        (error: unknown) => {
-          log.error("shutdown failed", error);
-          resolve(exitStatus.failed);
-        },
-      );
+      watch?.close();
+      log.info(`${reason}: stopping (${inFlightGrace(deployment)})...`);
+      // After a restart under way: it may be starting a host this has to close.
+      steps = steps
+        .then(async () => {
+          try {
+            await closeRunning(shutdownGraceMs);
+          } finally {
+            apiKeys?.close();
+          }
+        })
+        .then(
+          () => {
+            log.info("stopped");
+            resolve(exitCode);
+          },
+          (error: unknown) => {
+            log.error("shutdown failed", error);
+            resolve(exitStatus.failed);
+          },
+        );
     };
     runtimeExited = () => {
       if (!stopping) stop("workerd exited", exitStatus.failed);
@@ -148,34 +171,163 @@ export async function dev(args: DevArgs): Promise<number> {
       if (!stopping && outputClosed !== undefined) stop(outputClosed, exitStatus.failed);
     };
     stopForOutput();
-    // Miniflare's exit hook exits the process on these signals at once, before a graceful stop
-    // could run; its "exit" hook stays and still stops workerd if we exit abruptly. Our listener
-    // is added before Miniflare's are removed: with none left for a moment, Node stops watching
-    // the signal and starts again, and a signal arriving just then was seen to be lost (celld ran
-    // on after a supervisor's SIGTERM).
-    // SIGHUP too: celld has nothing to reload, and a hangup (the terminal it ran in closed) would
-    // otherwise end it at once, as a crash.
-    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-      const others = process.listeners(signal);
-      process.on(signal, () => stop(signal));
-      for (const listener of others) process.removeListener(signal, listener);
-    }
+    for (const signal of stopSignals) ourSignalListeners.set(signal, () => stop(signal));
+    takeSignals();
     watchNpmParent(() => {
       if (!stopping) stop("the npm script that started celld has ended");
     });
   });
   // Only once the signals are ours: a supervisor may signal as soon as it reads this.
-  const first = deployment.workers[0]!;
-  log.info(`Worker "${first.name}" listening on ${host.url.href}`);
-  if (args.testScheduled) {
-    log.info(`its scheduled() handler runs at ${host.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
-  }
-  if (api !== undefined) log.info(`queues API listening on ${api.url}/v1 (keys: celld keys create ...)`);
-  const usage = host.registry.diskUsage();
-  const configured = deployment.queues.filter((queue) => existsSync(host.registry.pathOf(queue))).length;
-  log.info(dataDirLine(args.dataDir, usage, Math.max(0, usage.queues - configured)));
-  if (deployment.queues.length > 0) log.info(queuesLine(deployment.queues, host.unopenedQueues));
+  printBanner(host, api);
+  if (!args.watch) return stopped;
+
+  /** A reload that is asked for and has not begun: the files it is for. */
+  let asked: Set<string> | undefined;
+  let lastSources = host.sources;
+  const watched = (): string[] => [...watchedFiles(deployment, args.environment), ...lastSources];
+  const restart = async (): Promise<void> => {
+    const changed = [...asked!];
+    asked = undefined;
+    if (stopping) return;
+    log.info(`${changed.map((path) => relative(process.cwd(), path)).join(", ")} changed: restarting (${inFlightGrace(deployment)})`);
+    const next = load(args);
+    if (!next.ok) {
+      printConfigIssues(next.error, "the running Workers go on as they were");
+      return;
+    }
+    // Bundled before anything stops: a typo leaves the running Workers as they were.
+    for (const worker of next.deployment.workers) {
+      try {
+        await bundleWorker(worker);
+      } catch (error) {
+        const failure = describeStartFailure(error);
+        if (failure === undefined) throw error;
+        printFailureLines(failure.lines);
+        log.warn("the running Workers go on as they were");
+        return;
+      }
+    }
+    if (stopping) return;
+    await closeRunning(shutdownGraceMs);
+    deployment = next.deployment;
+    // A stop asked for while the Workers were finishing needs nothing started.
+    if (stopping) return;
+    try {
+      host = await start(deployment);
+    } catch (error) {
+      const failure = error instanceof DataDirUnusableError ? { lines: [error.message] } : describeStartFailure(error);
+      if (failure === undefined) throw error;
+      printFailureLines(failure.lines);
+      log.warn("no Worker runs until a watched file changes again");
+      return;
+    }
+    takeSignals();
+    lastSources = host.sources;
+    if (apiKeys !== undefined) {
+      try {
+        api = await startApi(host);
+      } catch (error) {
+        log.error("the queues API could not start again; the Workers run without it until the next restart", error);
+      }
+    }
+    printBanner(host, api);
+  };
+  watch = watchSources(watched(), (changed) => {
+    if (stopping) return;
+    if (asked !== undefined) {
+      for (const path of changed) asked.add(path);
+      return;
+    }
+    asked = new Set(changed);
+    steps = steps
+      .then(restart)
+      .catch((error: unknown) => log.error("restarting the Workers failed; no Worker runs until a watched file changes again", error))
+      .finally(() => watch?.update(watched()));
+  });
+  const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
+  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env) or ${lastSources.length} source files restarts the Workers`);
   return stopped;
+
+  function printBanner(h: Host, a: ApiServer | undefined): void {
+    const first = deployment.workers[0]!;
+    log.info(`Worker "${first.name}" listening on ${h.url.href}`);
+    if (args.testScheduled) {
+      log.info(`its scheduled() handler runs at ${h.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
+    }
+    if (a !== undefined) log.info(`queues API listening on ${a.url}/v1 (keys: celld keys create ...)`);
+    const usage = h.registry.diskUsage();
+    const configured = deployment.queues.filter((queue) => existsSync(h.registry.pathOf(queue))).length;
+    log.info(dataDirLine(args.dataDir, usage, Math.max(0, usage.queues - configured)));
+    if (deployment.queues.length > 0) log.info(queuesLine(deployment.queues, h.unopenedQueues));
+  }
+}
+
+/** What a stop waits for: the batches, and the cron runs of a deployment that has crons. */
+function hasCrons(deployment: Deployment): boolean {
+  return deployment.workers.some((w) => w.crons.length > 0);
+}
+
+function inFlightGrace(deployment: Deployment): string {
+  return `in-flight ${hasCrons(deployment) ? "batches and cron runs" : "batches"} get ${shutdownGraceMs / 1000} s to finish`;
+}
+
+const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+const ourSignalListeners = new Map<(typeof stopSignals)[number], () => void>();
+
+/**
+ * Makes celld's stop the only listener of the stop signals. Miniflare's exit hook exits the
+ * process on SIGINT and SIGTERM at once, before a graceful stop could run, and adds itself again
+ * with each Miniflare started after the last was disposed (a restart); its "exit" hook stays and
+ * still stops workerd if we exit abruptly. Ours is added before Miniflare's are removed: with none
+ * left for a moment, Node stops watching the signal and starts again, and a signal arriving just
+ * then was seen to be lost (celld ran on after a supervisor's SIGTERM). SIGHUP too: a hangup (the
+ * terminal it ran in closed) would otherwise end celld at once, as a crash.
+ */
+function takeSignals(): void {
+  for (const [signal, ours] of ourSignalListeners) {
+    if (!process.listeners(signal).includes(ours)) process.on(signal, ours);
+    for (const listener of process.listeners(signal)) if (listener !== ours) process.removeListener(signal, listener);
+  }
+}
+
+type Loaded = { ok: true; deployment: Deployment } | { ok: false; error: ConfigError };
+
+/** The deployment the command line names, its warnings and its Workers' dev vars told. */
+function load(args: DevArgs): Loaded {
+  const log = consoleHostLog;
+  let deployment: Deployment;
+  try {
+    deployment = loadDeployment(args.configs, { environment: args.environment });
+  } catch (error) {
+    if (!isConfigError(error)) throw error;
+    return { ok: false, error };
+  }
+  for (const line of formatWarnings(deployment.warnings)) log.warn(line);
+  // The names differ from the files' (`app-production`), and Durable Object storage follows them.
+  if (args.environment !== undefined) {
+    log.info(`environment "${args.environment}": Workers ${deployment.workers.map((w) => `"${w.name}"`).join(", ")}`);
+  }
+  // Names only: the values are secrets.
+  for (const { name, devVars } of deployment.workers) {
+    if (devVars !== undefined) log.info(`Worker "${name}": ${devVarsSummary(devVars)}`);
+  }
+  return { ok: true, deployment };
+}
+
+function printConfigIssues(error: ConfigError, outcome: string): void {
+  for (const line of formatWarnings(error.warnings)) consoleHostLog.warn(line);
+  printFailureLines([`the deployment has ${error.issues.length} error(s); ${outcome}:`, ...error.issues.map((issue) => `  ${formatIssue(issue)}`)]);
+}
+
+
+/** The configs and every dev-vars file each could read, whether or not it is there now. */
+function watchedFiles(deployment: Deployment, environment: string | undefined): string[] {
+  const files = new Set<string>();
+  for (const worker of deployment.workers) {
+    files.add(worker.configPath);
+    for (const name of devVarsFileNames(environment)) files.add(join(dirname(worker.configPath), name));
+  }
+  return [...files];
 }
 
 /** The banner's queues: a queue whose file could not be opened is not among those that run. */

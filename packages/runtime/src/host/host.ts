@@ -74,6 +74,8 @@ export interface Host {
   /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
   readonly unopenedQueues: readonly string[];
   readonly miniflare: Miniflare;
+  /** The files the Workers were bundled from (`celld dev --watch` restarts when one changes). */
+  readonly sources: readonly string[];
   /**
    * Stops consumers (in-flight batches get `graceMs`), workerd and the cells. Called again, it
    * returns the first call's promise (the first call's `graceMs` holds).
@@ -151,10 +153,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
     for (const plugin of plugins) await plugin.prepare();
     const workers: WorkerOptions[] = [];
     const bundled: BundledWorker[] = [];
+    const sources = new Set<string>();
     let serviceWorkerScripts = false;
     for (const worker of options.deployment.workers) {
       const bundle = await bundleFor(worker, marks, (message) => log.warn(message));
       bundled.push({ name: worker.name, main: worker.main, bundle });
+      for (const input of bundle.inputs) sources.add(input);
       if (!bundle.modules) {
         serviceWorkerScripts = true;
         consumerKinds.set(worker.name, "service-worker");
@@ -291,6 +295,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       registry,
       unopenedQueues: queues.unopenedQueues,
       miniflare: mf,
+      sources: [...sources],
       close: (graceMs = 0) => (closing ??= close(graceMs)),
     };
   } catch (error) {
