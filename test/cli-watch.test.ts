@@ -40,34 +40,41 @@ export default {
 
 const listening = /listening on http:\/\/\S+/g;
 
-test("--watch restarts on a change to an imported file, on the same port and queues; a file that does not bundle or a config that does not load leaves the running Workers", async () => {
+/** A project whose lib.js says "v1", under `celld dev --port 0 --watch`, once it is watching. */
+async function watchedProject(): Promise<{ p: Project; r: Run; url: string }> {
   const p = project();
   projects.push(p);
   p.write({ "wrangler.toml": config(10), "worker.js": worker, "lib.js": `export const greeting = "v1";\n` });
   const r = run(["dev", "--port", "0", "--watch"], p.dir);
   const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
-  await waitFor(r, /--watch: a change to its config, dev vars \(\.dev\.vars, \.env\) or 2 source files restarts the Workers\n/);
-  expect(await (await fetch(url!)).text()).toBe("v1");
+  await waitFor(r, /--watch: a change/);
+  return { p, r, url: url! };
+}
+
+test("--watch restarts on a change to an imported file, on the same port and queues; a file that does not bundle or a config that does not load leaves the running Workers", async () => {
+  const { p, r, url } = await watchedProject();
+  expect(r.output()).toContain("[celld] --watch: a change to its config, dev vars (.dev.vars, .env) or 2 source files restarts the Workers\n");
+  expect(await (await fetch(url)).text()).toBe("v1");
 
   p.write({ "lib.js": `export const greeting = "v2";\n` });
   await waitForCount(r, listening, 2);
   expect(r.output()).toContain("[celld] lib.js changed: restarting (in-flight batches get 10 s to finish)\n");
-  expect(await (await fetch(url!)).text()).toBe("v2");
+  expect(await (await fetch(url)).text()).toBe("v2");
 
   p.write({ "lib.js": `export const greeting = "v3" +;\n` });
   await waitFor(r, /the running Workers go on as they were/);
   expect(r.output()).toMatch(/celld: the Worker could not be bundled:\n {2}\S*lib\.js:1:31: Unexpected ";"\n/);
-  expect(await (await fetch(url!)).text()).toBe("v2");
+  expect(await (await fetch(url)).text()).toBe("v2");
 
   p.write({ "wrangler.toml": config(101) });
   await waitFor(r, /the deployment has 1 error\(s\); the running Workers go on as they were:\n.*max_batch_size/);
-  expect(await (await fetch(url!)).text()).toBe("v2");
+  expect(await (await fetch(url)).text()).toBe("v2");
 
   // Sent (delayed 1 s) before the restart below, consumed after it by the new code.
-  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("v2");
+  expect(await (await fetch(url, { method: "POST" })).text()).toBe("v2");
   p.write({ "wrangler.toml": config(10), "lib.js": `export const greeting = "v4";\n` });
   await waitForCount(r, listening, 3);
-  expect(await (await fetch(url!)).text()).toBe("v4");
+  expect(await (await fetch(url)).text()).toBe("v4");
   await waitFor(r, /consumed by v4/);
   expect(r.output()).not.toContain("consumed by v2");
 
@@ -77,17 +84,12 @@ test("--watch restarts on a change to an imported file, on the same port and que
 }, 90_000);
 
 test("--watch restarts when a .dev.vars appears, and without --watch nothing restarts", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({ "wrangler.toml": config(10), "worker.js": worker, "lib.js": `export const greeting = "v1";\n` });
-  const watching = run(["dev", "--port", "0", "--watch"], p.dir);
-  const [, url] = await waitFor(watching, /listening on (http:\/\/\S+)/);
-  await waitFor(watching, /--watch: a change/);
+  const { p, r: watching, url } = await watchedProject();
   p.write({ ".dev.vars": "TOKEN=secret\n" });
   await waitForCount(watching, listening, 2);
   expect(watching.output()).toContain("[celld] .dev.vars changed: restarting (in-flight batches get 10 s to finish)\n");
   expect(watching.output()).toContain(`Worker "app": loaded 1 variable from ${p.dir}/.dev.vars (TOKEN)`);
-  expect(await (await fetch(url!)).text()).toBe("v1 secret");
+  expect(await (await fetch(url)).text()).toBe("v1 secret");
   watching.kill("SIGTERM");
   expect(await watching.exited).toBe(0);
 
@@ -103,19 +105,14 @@ test("--watch restarts when a .dev.vars appears, and without --watch nothing res
 }, 90_000);
 
 test("a restart whose Worker throws at load leaves celld up with no Worker, and the next change starts it again", async () => {
-  const p = project();
-  projects.push(p);
-  p.write({ "wrangler.toml": config(10), "worker.js": worker, "lib.js": `export const greeting = "v1";\n` });
-  const r = run(["dev", "--port", "0", "--watch"], p.dir);
-  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
-  await waitFor(r, /--watch: a change/);
+  const { p, r, url } = await watchedProject();
   p.write({ "lib.js": `throw new Error("load boom");\nexport const greeting = "v2";\n` });
   await waitFor(r, /no Worker runs until a watched file changes again/);
   expect(r.output()).toMatch(/Uncaught Error: load boom[^]*celld: the Workers could not start/);
-  await expect(fetch(url!)).rejects.toThrow();
+  await expect(fetch(url)).rejects.toThrow();
   p.write({ "lib.js": `export const greeting = "v3";\n` });
   await waitForCount(r, listening, 2);
-  expect(await (await fetch(url!)).text()).toBe("v3");
+  expect(await (await fetch(url)).text()).toBe("v3");
   r.kill("SIGTERM");
   expect(await r.exited).toBe(0);
 }, 60_000);
