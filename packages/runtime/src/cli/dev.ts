@@ -245,7 +245,8 @@ export async function dev(args: DevArgs): Promise<number> {
       .finally(() => watch?.update(watched()));
   });
   const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
-  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env) or ${lastSources.length} source files restarts the Workers`);
+  const sources = `${lastSources.length} source file${lastSources.length === 1 ? "" : "s"}`;
+  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env) or ${sources} restarts the Workers`);
   return stopped;
 
   function printBanner(h: Host, a: ApiServer | undefined): void {
