@@ -257,3 +257,22 @@ describe("celld dev --watch", () => {
     expect(usage).toContain("--watch             restart the Workers");
   });
 });
+
+describe("celld dev --inspector-port", () => {
+  const cwd = projectDir();
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  test("is off unless given, takes a port, and must differ from the other ports", () => {
+    expect(parseDevArgs([], cwd).inspectorPort).toBeUndefined();
+    expect(parseDevArgs(["--inspector-port", "9229"], cwd).inspectorPort).toBe(9229);
+    expect(parseDevArgs(["--inspector-port", "0", "--port", "0"], cwd).inspectorPort).toBe(0);
+    expect(refusal(() => parseDevArgs(["--inspector-port", "65536"], cwd))).toBe('--inspector-port must be a port number from 0 to 65535, got "65536"');
+    expect(refusal(() => parseDevArgs(["--inspector-port", "8787"], cwd))).toBe(
+      "--inspector-port must differ from --port (both 8787): the inspector needs a port of its own",
+    );
+    expect(refusal(() => parseDevArgs(["--inspector-port", "9000", "--api-port", "9000"], cwd))).toBe(
+      "--inspector-port must differ from --api-port (both 9000): the inspector needs a port of its own",
+    );
+    expect(usage).toContain("--inspector-port PORT");
+  });
+});

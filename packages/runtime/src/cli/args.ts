@@ -10,6 +10,8 @@ export interface DevArgs {
   host: string;
   dataDir: string;
   apiPort: number | undefined;
+  /** Where the Workers' inspector (Chrome DevTools protocol) listens, on 127.0.0.1; unset: off. */
+  inspectorPort: number | undefined;
   /** wrangler's named environment (`--env`, else CLOUDFLARE_ENV), applied to every config; unset: the top level. */
   environment: string | undefined;
   /** Serve /cdn-cgi/handler/scheduled on the first Worker's port, as wrangler dev does. */
@@ -24,7 +26,7 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--test-scheduled] [--watch]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--inspector-port PORT] [--test-scheduled] [--watch]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
@@ -37,6 +39,9 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
+  --inspector-port PORT
+                      serve the Workers' inspector on 127.0.0.1:PORT, for Chrome DevTools
+                      (chrome://inspect) to set breakpoints, profile and evaluate
   --test-scheduled    serve /cdn-cgi/handler/scheduled?cron=... on the first Worker's port,
                       which runs its scheduled() handler, as wrangler dev does (each request
                       then also passes through Miniflare's entry Worker, at some CPU cost)
@@ -174,6 +179,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       host: { type: "string" },
       data: { type: "string" },
       "api-port": { type: "string" },
+      "inspector-port": { type: "string" },
       env: { type: "string", short: "e" },
       "test-scheduled": { type: "boolean" },
       watch: { type: "boolean" },
@@ -216,12 +222,20 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
   if (apiPort !== undefined && apiPort !== 0 && apiPort === workersPort) {
     throw new UsageError(`--api-port must differ from --port (both ${apiPort}): the Workers and the queues API each need a port of their own`);
   }
+  const inspectorPort = values["inspector-port"] === undefined ? undefined : port("--inspector-port", values["inspector-port"]);
+  if (inspectorPort !== undefined && inspectorPort !== 0) {
+    const taken = inspectorPort === workersPort ? "--port" : inspectorPort === apiPort ? "--api-port" : undefined;
+    if (taken !== undefined) {
+      throw new UsageError(`--inspector-port must differ from ${taken} (both ${inspectorPort}): the inspector needs a port of its own`);
+    }
+  }
   return {
     configs,
     port: workersPort,
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort,
+    inspectorPort,
     environment,
     testScheduled: values["test-scheduled"] ?? false,
     watch: values.watch ?? false,

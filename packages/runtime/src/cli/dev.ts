@@ -56,11 +56,13 @@ export async function dev(args: DevArgs): Promise<number> {
   // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
   // only fail as a stack trace.
   if (args.apiPort !== undefined) await checkPortFree(args.host, args.apiPort, "--api-port");
+  if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
 
   // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
   let runtimeExited = (): void => {};
-  // A restart keeps the port the first start listened on, a free one picked for `--port 0` too.
+  // A restart keeps the ports the first start listened on, free ones picked for a port 0 too.
   let port = args.port;
+  let inspectorPort = args.inspectorPort;
   const start = (d: Deployment): Promise<Host> =>
     startHost({
       deployment: d,
@@ -70,12 +72,14 @@ export async function dev(args: DevArgs): Promise<number> {
       log,
       cellIdleCloseMs,
       triggerHandlers: args.testScheduled,
+      inspectorPort,
       onRuntimeExit: () => runtimeExited(),
     });
   let host: Host | undefined;
   try {
     host = await start(deployment);
     port = Number(host.url.port);
+    if (host.inspectorUrl !== undefined) inspectorPort = Number(host.inspectorUrl.port);
   } catch (error) {
     // A data directory that cannot be written (a full disk) is the operator's to fix: the line
     // names the directory and the cause, and a stack would add nothing.
@@ -256,6 +260,9 @@ export async function dev(args: DevArgs): Promise<number> {
       log.info(`its scheduled() handler runs at ${h.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
     }
     if (a !== undefined) log.info(`queues API listening on ${a.url}/v1 (keys: celld keys create ...)`);
+    if (h.inspectorUrl !== undefined) {
+      log.info(`inspector listening on ${h.inspectorUrl.href} (Chrome: chrome://inspect, Configure... 127.0.0.1:${h.inspectorUrl.port})`);
+    }
     const usage = h.registry.diskUsage();
     const configured = deployment.queues.filter((queue) => existsSync(h.registry.pathOf(queue))).length;
     log.info(dataDirLine(args.dataDir, usage, Math.max(0, usage.queues - configured)));

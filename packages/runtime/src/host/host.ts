@@ -61,6 +61,11 @@ export interface HostOptions {
    */
   triggerHandlers?: boolean;
   /**
+   * Serve the Workers' inspector (Chrome DevTools protocol) on 127.0.0.1 at this port, 0 for a free
+   * one; `Host.inspectorUrl` says where. Only the deployment's Workers are targets, not celld's own.
+   */
+  inspectorPort?: number;
+  /**
    * V8 flags for workerd (defaultWorkerdV8Flags unless set; [] for workerd's own defaults).
    * Process-wide: see miniflare-v8-flags.ts.
    */
@@ -76,6 +81,8 @@ export interface Host {
   readonly miniflare: Miniflare;
   /** The files the Workers were bundled from (`celld dev --watch` restarts when one changes). */
   readonly sources: readonly string[];
+  /** Where the inspector answers (`ws://127.0.0.1:PORT`), with `inspectorPort`; else undefined. */
+  readonly inspectorUrl: URL | undefined;
   /**
    * Stops consumers (in-flight batches get `graceMs`), workerd and the cells. Called again, it
    * returns the first call's promise (the first call's `graceMs` holds).
@@ -164,6 +171,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
         consumerKinds.set(worker.name, "service-worker");
       }
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
+      // Miniflare's inspector proxy shows the Workers marked so, and keeps celld's own out of it.
+      if (options.inspectorPort !== undefined) own.unsafeInspectorProxy = true;
       for (const plugin of plugins) {
         const extra = plugin.workerOptions(worker);
         Object.assign(own, extra, {
@@ -242,6 +251,8 @@ export async function startHost(options: HostOptions): Promise<Host> {
       cf: false,
       ...(viaEntry ? { host: listenHost, port: listenPort, unsafeTriggerHandlers: true } : { host: "127.0.0.1", port: 0 }),
       defaultPersistRoot: join(options.dataDir, "miniflare"),
+      // Loopback only, whatever --host says: the inspector runs any code in the Workers.
+      ...(options.inspectorPort === undefined ? {} : { inspectorPort: options.inspectorPort, inspectorHost: "127.0.0.1" }),
       verbose: serviceWorkerConsole !== undefined,
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         createInterface({ input: stdout }).on("line", (line) => forward(line, "stdout"));
@@ -261,6 +272,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     guard = WorkerdGuard.start(options.dataDir, workerdBefore);
     const mf = miniflare;
     const url = viaEntry ? await mf.ready : await mf.unsafeGetDirectURL(first.name);
+    const inspectorUrl = options.inspectorPort === undefined ? undefined : await mf.getInspectorURL();
     const context: PluginStartContext = {
       directUrl: (name) => mf.unsafeGetDirectURL(name),
       // Through Miniflare's proxy to workerd: a few ms a run, which a run a minute at most can afford.
@@ -296,6 +308,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
       unopenedQueues: queues.unopenedQueues,
       miniflare: mf,
       sources: [...sources],
+      inspectorUrl,
       close: (graceMs = 0) => (closing ??= close(graceMs)),
     };
   } catch (error) {
