@@ -116,3 +116,23 @@ test("a restart whose Worker throws at load leaves celld up with no Worker, and 
   r.kill("SIGTERM");
   expect(await r.exited).toBe(0);
 }, 60_000);
+
+test("--watch restarts when a file is added to the assets directory, which the asset router lists only at start", async () => {
+  const p = project();
+  projects.push(p);
+  p.write({
+    "wrangler.toml": `name = "site"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\nassets = { directory = "public" }\n`,
+    "worker.js": `export default { fetch() { return new Response("from the Worker"); } };\n`,
+    "public/index.html": "<p>home</p>",
+  });
+  const r = run(["dev", "--port", "0", "--watch"], p.dir);
+  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
+  await waitFor(r, /--watch: a change to its config, dev vars \(\.dev\.vars, \.env\), its assets directory or 1 source file restarts the Workers\n/);
+  expect(await (await fetch(new URL("/about.html", url))).text()).toBe("from the Worker");
+  p.write({ "public/about.html": "<p>about</p>" });
+  await waitForCount(r, listening, 2);
+  expect(r.output()).toContain("[celld] public changed: restarting");
+  expect(await (await fetch(new URL("/about.html", url))).text()).toBe("<p>about</p>");
+  r.kill("SIGTERM");
+  expect(await r.exited).toBe(0);
+}, 60_000);

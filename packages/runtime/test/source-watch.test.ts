@@ -2,7 +2,7 @@
  * watchSources on real files: what `celld dev --watch` restarts for. Each test waits for the
  * callback itself (a promise), never for a fixed time, except to show that nothing came.
  */
-import { chmodSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -98,4 +98,28 @@ test("update() watches the new set: a file added is reported, a file dropped is 
   writeFileSync(old, "v2");
   writeFileSync(added, "v2");
   expect(await w.next()).toEqual([added, main].sort());
+});
+
+test("a tree is reported when a file in it, however deep, is added, written or removed; update() can drop it", async () => {
+  const tree = directory();
+  const calls: string[][] = [];
+  let wake: (() => void) | undefined;
+  const w = watchSources([], (changed) => {
+    calls.push(changed);
+    wake?.();
+  }, { settleMs: 30, trees: [tree] });
+  open.push(w);
+  const next = async (): Promise<string[]> => {
+    while (calls.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+    return calls.shift()!;
+  };
+  mkdirSync(join(tree, "css"));
+  writeFileSync(join(tree, "css", "site.css"), "body {}");
+  expect(await next()).toEqual([tree]);
+  rmSync(join(tree, "css", "site.css"));
+  expect(await next()).toEqual([tree]);
+  w.update([], []);
+  writeFileSync(join(tree, "later.txt"), "not watched now");
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(calls).toEqual([]);
 });

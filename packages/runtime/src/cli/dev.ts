@@ -189,6 +189,8 @@ export async function dev(args: DevArgs): Promise<number> {
   let asked: Set<string> | undefined;
   let lastSources = host.sources;
   const watched = (): string[] => [...watchedFiles(deployment, args.environment), ...lastSources];
+  // The asset router lists a directory's files at start: one added or removed needs a restart.
+  const assetTrees = (): string[] => deployment.workers.flatMap((worker) => worker.assets?.directory ?? []);
   const restart = async (): Promise<void> => {
     const changed = [...asked!];
     asked = undefined;
@@ -246,11 +248,12 @@ export async function dev(args: DevArgs): Promise<number> {
     steps = steps
       .then(restart)
       .catch((error: unknown) => log.error("restarting the Workers failed; no Worker runs until a watched file changes again", error))
-      .finally(() => watch?.update(watched()));
-  });
+      .finally(() => watch?.update(watched(), assetTrees()));
+  }, { trees: assetTrees() });
   const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
   const sources = `${lastSources.length} source file${lastSources.length === 1 ? "" : "s"}`;
-  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env) or ${sources} restarts the Workers`);
+  const assets = assetTrees().length === 0 ? "" : `, ${assetTrees().length === 1 ? "its assets directory" : "their assets directories"}`;
+  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env)${assets} or ${sources} restarts the Workers`);
   return stopped;
 
   function printBanner(h: Host, a: ApiServer | undefined): void {

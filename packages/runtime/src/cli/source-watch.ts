@@ -11,9 +11,9 @@ export interface SourceWatch {
   /**
    * Watches `paths` from now on instead of the paths it watched: a file it watched already keeps
    * what it was last seen as, so a change made meanwhile is still reported; a new one is seen as
-   * it is now.
+   * it is now. The same for `trees`.
    */
-  update(paths: readonly string[]): void;
+  update(paths: readonly string[], trees?: readonly string[]): void;
   close(): void;
 }
 
@@ -26,7 +26,8 @@ interface Seen {
 
 /**
  * Watches `paths` (files) and calls `changed` with those whose content changed, once no more
- * changes have come for `settleMs`. Each file's directory is watched rather than the file itself:
+ * changes have come for `settleMs`; and `trees`, directories watched whole, which are reported
+ * when anything in them was added, removed or written. Each file's directory is watched rather than the file itself:
  * editors commonly save by writing a new file and renaming it over the old one, which ends a watch
  * on the old file. An event that leaves a file as it was (a save with no change, a change of mode)
  * calls nothing. A file that does not exist yet is watched for all the same, and counts as changed
@@ -35,11 +36,14 @@ interface Seen {
 export function watchSources(
   paths: readonly string[],
   changed: (paths: string[]) => void,
-  options: { settleMs?: number } = {},
+  options: { settleMs?: number; trees?: readonly string[] } = {},
 ): SourceWatch {
   const settleMs = options.settleMs ?? sourceWatchSettleMsDefault;
   let seen = new Map<string, Seen | undefined>();
   const directories = new Map<string, { names: Set<string>; watcher: FSWatcher | undefined }>();
+  // Directories watched whole (a Worker's assets): any file added, removed or written in them.
+  const trees = new Map<string, FSWatcher | undefined>();
+  const treesTouched = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
@@ -54,7 +58,13 @@ export function watchSources(
         now.push(path);
       }
     }
+    for (const tree of treesTouched) if (trees.has(tree)) now.push(tree);
+    treesTouched.clear();
     if (now.length > 0) changed(now);
+  };
+  const touched = (): void => {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(settle, settleMs);
   };
   const watchDirectory = (directory: string, names: Set<string>): FSWatcher | undefined => {
     try {
@@ -62,8 +72,7 @@ export function watchSources(
       const watcher = watch(directory, (_event, name) => {
         // Some platforms give no name; then any file of the directory may have changed.
         if (name !== null && !names.has(name.toString())) return;
-        if (timer !== undefined) clearTimeout(timer);
-        timer = setTimeout(settle, settleMs);
+        touched();
       });
       // A watched directory deleted or unmounted: nothing more comes from it.
       watcher.on("error", () => watcher.close());
@@ -73,8 +82,28 @@ export function watchSources(
       return undefined;
     }
   };
-  const update = (next: readonly string[]): void => {
+  const watchTree = (tree: string): FSWatcher | undefined => {
+    try {
+      const watcher = watch(tree, { recursive: true }, () => {
+        treesTouched.add(tree);
+        touched();
+      });
+      watcher.on("error", () => watcher.close());
+      return watcher;
+    } catch {
+      return undefined;
+    }
+  };
+  const update = (next: readonly string[], nextTrees: readonly string[] = []): void => {
     if (closed) return;
+    const wantedTrees = new Set(nextTrees.map((tree) => resolve(tree)));
+    for (const [tree, watcher] of trees) {
+      if (!wantedTrees.has(tree)) {
+        watcher?.close();
+        trees.delete(tree);
+      }
+    }
+    for (const tree of wantedTrees) if (!trees.has(tree)) trees.set(tree, watchTree(tree));
     const nextSeen = new Map<string, Seen | undefined>();
     for (const path of next.map((p) => resolve(p))) nextSeen.set(path, seen.has(path) ? seen.get(path) : look(path));
     seen = nextSeen;
@@ -101,14 +130,16 @@ export function watchSources(
       }
     }
   };
-  update(paths);
+  update(paths, options.trees);
   return {
     update,
     close() {
       closed = true;
       if (timer !== undefined) clearTimeout(timer);
       for (const { watcher } of directories.values()) watcher?.close();
+      for (const watcher of trees.values()) watcher?.close();
       directories.clear();
+      trees.clear();
     },
   };
 }
