@@ -27,11 +27,11 @@ interface Seen {
 /**
  * Watches `paths` (files) and calls `changed` with those whose content changed, once no more
  * changes have come for `settleMs`; and `trees`, directories watched whole, which are reported
- * when anything in them was added, removed or written. Each file's directory is watched rather than the file itself:
- * editors commonly save by writing a new file and renaming it over the old one, which ends a watch
- * on the old file. An event that leaves a file as it was (a save with no change, a change of mode)
- * calls nothing. A file that does not exist yet is watched for all the same, and counts as changed
- * once it does.
+ * when anything in them was added, removed or written. Each file's directory is watched rather
+ * than the file itself: editors commonly save by writing a new file and renaming it over the old
+ * one, which ends a watch on the old file. An event that leaves a file as it was (a save with no
+ * change, a change of mode) calls nothing. A file that does not exist yet is watched for all the
+ * same, and counts as changed once it does.
  */
 export function watchSources(
   paths: readonly string[],
@@ -66,34 +66,16 @@ export function watchSources(
     if (timer !== undefined) clearTimeout(timer);
     timer = setTimeout(settle, settleMs);
   };
-  const watchDirectory = (directory: string, names: Set<string>): FSWatcher | undefined => {
-    try {
-      // Persistent: while no Worker runs (a restart that failed), the watch is what keeps celld up.
-      const watcher = watch(directory, (_event, name) => {
-        // Some platforms give no name; then any file of the directory may have changed.
-        if (name !== null && !names.has(name.toString())) return;
-        touched();
-      });
-      // A watched directory deleted or unmounted: nothing more comes from it.
-      watcher.on("error", () => watcher.close());
-      return watcher;
-    } catch {
-      // A directory that is not there: its files are missing, and the next start says so.
-      return undefined;
-    }
-  };
-  const watchTree = (tree: string): FSWatcher | undefined => {
-    try {
-      const watcher = watch(tree, { recursive: true }, () => {
-        treesTouched.add(tree);
-        touched();
-      });
-      watcher.on("error", () => watcher.close());
-      return watcher;
-    } catch {
-      return undefined;
-    }
-  };
+  const watchDirectory = (directory: string, names: Set<string>): FSWatcher | undefined =>
+    watchOrNot(directory, false, (name) => {
+      // Some platforms give no name; then any file of the directory may have changed.
+      if (name === null || names.has(name)) touched();
+    });
+  const watchTree = (tree: string): FSWatcher | undefined =>
+    watchOrNot(tree, true, () => {
+      treesTouched.add(tree);
+      touched();
+    });
   const update = (next: readonly string[], nextTrees: readonly string[] = []): void => {
     if (closed) return;
     const wantedTrees = new Set(nextTrees.map((tree) => resolve(tree)));
@@ -142,6 +124,22 @@ export function watchSources(
       trees.clear();
     },
   };
+}
+
+/**
+ * A watch of `directory`, or undefined when it is not there (its files are missing, and the next
+ * start says so). Persistent: while no Worker runs (a restart that failed), the watch is what
+ * keeps celld up.
+ */
+function watchOrNot(directory: string, recursive: boolean, event: (name: string | null) => void): FSWatcher | undefined {
+  try {
+    const watcher = watch(directory, { recursive }, (_type, name) => event(name === null ? null : name.toString()));
+    // A watched directory deleted or unmounted: nothing more comes from it.
+    watcher.on("error", () => watcher.close());
+    return watcher;
+  } catch {
+    return undefined;
+  }
 }
 
 function look(path: string): Seen | undefined {
