@@ -327,7 +327,8 @@ function load(args: DevArgs): Loaded {
 
 function printConfigIssues(error: ConfigError, outcome: string): void {
   for (const line of formatWarnings(error.warnings)) consoleHostLog.warn(line);
-  printFailureLines([`the deployment has ${error.issues.length} error(s); ${outcome}:`, ...error.issues.map((issue) => `  ${formatIssue(issue)}`)]);
+  const issues = error.issues.map((issue) => `  ${formatIssue(issue)}`);
+  printFailureLines([`the deployment has ${error.issues.length} error(s); ${outcome}:`, ...issues]);
 }
 
 
