@@ -4,7 +4,7 @@ import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
-import { bundleWorker } from "../bundle.ts";
+import { bundleWorker, type WorkerBundle } from "../bundle.ts";
 import {
   devVarsFileNames,
   formatIssue,
@@ -63,9 +63,10 @@ export async function dev(args: DevArgs): Promise<number> {
   // A restart keeps the ports the first start listened on, free ones picked for a port 0 too.
   let port = args.port;
   let inspectorPort = args.inspectorPort;
-  const start = (d: Deployment): Promise<Host> =>
+  const start = (d: Deployment, bundles?: ReadonlyMap<string, WorkerBundle>): Promise<Host> =>
     startHost({
       deployment: d,
+      bundles,
       dataDir: args.dataDir,
       port,
       host: args.host,
@@ -75,18 +76,10 @@ export async function dev(args: DevArgs): Promise<number> {
       inspectorPort,
       onRuntimeExit: () => runtimeExited(),
     });
-  let host: Host | undefined;
-  try {
-    host = await start(deployment);
-    port = Number(host.url.port);
-    if (host.inspectorUrl !== undefined) inspectorPort = Number(host.inspectorUrl.port);
-  } catch (error) {
-    // A data directory that cannot be written (a full disk) is the operator's to fix: the line
-    // names the directory and the cause, and a stack would add nothing.
-    if (!(error instanceof DataDirUnusableError)) throw error;
-    console.error(`celld: ${error.message}`);
-    return exitStatus.failed;
-  }
+  // A start that fails goes to main's report (start-failure.ts), as one line where it can.
+  let host: Host | undefined = await start(deployment);
+  port = Number(host.url.port);
+  if (host.inspectorUrl !== undefined) inspectorPort = Number(host.inspectorUrl.port);
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
   const startApi = (h: Host): Promise<ApiServer> =>
@@ -202,9 +195,10 @@ export async function dev(args: DevArgs): Promise<number> {
       return;
     }
     // Bundled before anything stops: a typo leaves the running Workers as they were.
+    const bundles = new Map<string, WorkerBundle>();
     for (const worker of next.deployment.workers) {
       try {
-        await bundleWorker(worker);
+        bundles.set(worker.name, await bundleWorker(worker));
       } catch (error) {
         const failure = describeStartFailure(error);
         if (failure === undefined) throw error;
@@ -219,9 +213,9 @@ export async function dev(args: DevArgs): Promise<number> {
     // A stop asked for while the Workers were finishing needs nothing started.
     if (stopping) return;
     try {
-      host = await start(deployment);
+      host = await start(deployment, bundles);
     } catch (error) {
-      const failure = error instanceof DataDirUnusableError ? { lines: [error.message] } : describeStartFailure(error);
+      const failure = describeStartFailure(error);
       if (failure === undefined) throw error;
       printFailureLines(failure.lines);
       log.warn("no Worker runs until a watched file changes again");
@@ -252,7 +246,8 @@ export async function dev(args: DevArgs): Promise<number> {
   }, { trees: assetTrees() });
   const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
   const sources = `${lastSources.length} source file${lastSources.length === 1 ? "" : "s"}`;
-  const assets = assetTrees().length === 0 ? "" : `, ${assetTrees().length === 1 ? "its assets directory" : "their assets directories"}`;
+  const trees = assetTrees().length;
+  const assets = trees === 0 ? "" : `, ${trees === 1 ? "its assets directory" : "their assets directories"}`;
   log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env)${assets} or ${sources} restarts the Workers`);
   return stopped;
 

@@ -3,8 +3,12 @@ import { ApiError } from "../api/index.ts";
 import { RuntimeStartError } from "../host/runtime-start.ts";
 import { exitStatus } from "./exit-status.ts";
 
-/** Errors whose message says all a user needs: printed alone, without a stack. */
-const ownErrors = new Set(["ERR_ADDRESS_IN_USE", "ERR_DATA_DIR_IN_USE", "ERR_RUNTIME_START"]);
+/**
+ * Errors whose message says all a user needs: printed alone, without a stack. A data directory
+ * that cannot be written (a full disk) is the operator's to fix: its line names the directory and
+ * the cause, and a stack would add nothing.
+ */
+const ownErrors = new Set(["ERR_ADDRESS_IN_USE", "ERR_DATA_DIR_IN_USE", "ERR_DATA_DIR_UNUSABLE", "ERR_RUNTIME_START"]);
 
 /**
  * A start that failed in a way the user can act on: the lines to print (each after `celld: `

@@ -61,6 +61,12 @@ export interface HostOptions {
    */
   triggerHandlers?: boolean;
   /**
+   * Workers' plain bundles (bundleWorker with no options) already built, by Worker name: `celld
+   * dev --watch` builds them to check a change before it stops the running Workers, and the start
+   * does not build them again.
+   */
+  bundles?: ReadonlyMap<string, WorkerBundle>;
+  /**
    * Serve the Workers' inspector (Chrome DevTools protocol) on 127.0.0.1 at this port, 0 for a free
    * one; `Host.inspectorUrl` says where. Only the deployment's Workers are targets, not celld's own.
    */
@@ -163,7 +169,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     const sources = new Set<string>();
     let serviceWorkerScripts = false;
     for (const worker of options.deployment.workers) {
-      const bundle = await bundleFor(worker, marks, (message) => log.warn(message));
+      const bundle = await bundleFor(worker, marks, (message) => log.warn(message), options.bundles?.get(worker.name));
       bundled.push({ name: worker.name, main: worker.main, bundle });
       for (const input of bundle.inputs) sources.add(input);
       if (!bundle.modules) {
@@ -330,8 +336,13 @@ export async function startHost(options: HostOptions): Promise<Host> {
  * The shim imports main, so the second bundle collects the same Text, Data and Wasm modules, under
  * the same names.
  */
-async function bundleFor(worker: WorkerConfig, marks: QueueErrorMarks, warn: (message: string) => void): Promise<WorkerBundle> {
-  const plain = await bundleWorker(worker);
+async function bundleFor(
+  worker: WorkerConfig,
+  marks: QueueErrorMarks,
+  warn: (message: string) => void,
+  built: WorkerBundle | undefined,
+): Promise<WorkerBundle> {
+  const plain = built ?? (await bundleWorker(worker));
   const queues = worker.consumers.map((c) => c.queue);
   const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
   const uses = handlerUses(worker.name, queues, worker.crons);
