@@ -1,0 +1,166 @@
+import { Agent, createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import type { Clock } from "@celld/queue-cell";
+import { ConnectionGuard, type ConnectionStats } from "./connection-guard.ts";
+import { frontUpstreamSocketsMax } from "./descriptor-budget.ts";
+import { forwardRequest, forwardUpgrade, type Upstream } from "./http-proxy.ts";
+import type { RouteReason, WorkerRouter } from "./worker-router.ts";
+
+/**
+ * The front door of `--port`: a Node HTTP server in front of workerd, which has no connection
+ * limit of its own (a flood of idle connections used up its descriptors and it exited). It holds
+ * the clients' connections to a maximum and closes silent ones (ConnectionGuard), picks the
+ * Worker for each request (WorkerRouter), and forwards it to the loopback socket where workerd
+ * serves that Worker. workerd only ever sees the front's own pooled connections.
+ */
+
+export interface FrontStats {
+  connections: Readonly<ConnectionStats>;
+  /** Requests forwarded, by how their Worker was chosen. */
+  requests: Record<RouteReason, number>;
+  /** Answered 502/503 by the front: the Worker's socket could not be reached (workerd down or restarting). */
+  unreachable: number;
+}
+
+export interface FrontOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  router: WorkerRouter;
+  /** Where workerd serves each Worker, by name; replace with setUpstreams after a workerd restart. */
+  upstreams: ReadonlyMap<string, Upstream>;
+  connectionsMax: number;
+  /** A connection that sends nothing this long after opening is closed. */
+  idleMs?: number;
+  /** A request's headers must arrive within this, else 408 and a closed connection. */
+  headersTimeoutMs?: number;
+  clock?: Clock;
+  /** The rate-limited line about closed connections, and about Workers that could not be reached. */
+  warn: (line: string) => void;
+}
+
+export interface Front {
+  readonly url: URL;
+  readonly stats: FrontStats;
+  readonly guard: ConnectionGuard;
+  /** Points the Workers at new sockets (workerd restarted); an empty map answers 503 until set again. */
+  setUpstreams(upstreams: ReadonlyMap<string, Upstream>): void;
+  /** Stops listening, closes idle keep-alive connections, waits for open requests to end. */
+  close(): Promise<void>;
+}
+
+/** Workers-port defaults; docs/limits.md#connections states them. */
+export const frontDefaults = {
+  idleMs: 10_000,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+} as const;
+
+export async function startFront(options: FrontOptions): Promise<Front> {
+  let upstreams = options.upstreams;
+  // One pool for every Worker: Node keys its sockets by host:port, so each Worker gets its own.
+  const agent = new Agent({ keepAlive: true, maxSockets: frontUpstreamSocketsMax, maxFreeSockets: frontUpstreamSocketsMax, scheduling: "lifo" });
+  const stats: FrontStats = {
+    connections: { open: 0, accepted: 0, refused: 0, evicted: 0, idleClosed: 0 },
+    requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0 },
+    unreachable: 0,
+  };
+  let lastUnreachableLine = -Infinity;
+  const unreachable = (worker: string, error: NodeJS.ErrnoException): string => {
+    stats.unreachable++;
+    const now = Date.now();
+    if (now - lastUnreachableLine >= 60_000) {
+      lastUnreachableLine = now;
+      options.warn(`--port: Worker "${worker}" could not be reached inside workerd (${error.code ?? error.message}); answering 502 (said once a minute)`);
+    }
+    return `celld: the Worker "${worker}" could not be reached (${error.code ?? "connection failed"}); try again\n`;
+  };
+  const choose = (req: IncomingMessage): { worker: string; upstream: Upstream | undefined } => {
+    const choice = options.router.route(req.headers.host, req.url ?? "/");
+    stats.requests[choice.reason]++;
+    return { worker: choice.worker, upstream: upstreams.get(choice.worker) };
+  };
+
+  const server = createServer(
+    {
+      headersTimeout: options.headersTimeoutMs ?? frontDefaults.headersTimeoutMs,
+      // A Worker may stream a response (or take a long upload) for as long as it likes.
+      requestTimeout: 0,
+      keepAliveTimeout: frontDefaults.keepAliveTimeoutMs,
+      connectionsCheckingInterval: 1_000,
+    },
+    (req: IncomingMessage, res: ServerResponse) => {
+      const { worker, upstream } = choose(req);
+      if (upstream === undefined) return notRunning(res, worker, stats);
+      forwardRequest(req, res, upstream, agent, (error) => {
+        res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
+        res.end(unreachable(worker, error));
+      });
+    },
+  );
+  // Node's closeAllConnections leaves upgraded sockets alone: close() ends them itself.
+  const upgraded = new Set<Socket>();
+  server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    upgraded.add(socket);
+    socket.once("close", () => upgraded.delete(socket));
+    const { worker, upstream } = choose(req);
+    if (upstream === undefined) {
+      stats.unreachable++;
+      socket.end("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    forwardUpgrade(req, socket, head, upstream, (error) => {
+      const body = unreachable(worker, error);
+      socket.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    });
+  });
+  const guard = new ConnectionGuard(server, {
+    name: "--port",
+    max: options.connectionsMax,
+    idleMs: options.idleMs ?? frontDefaults.idleMs,
+    clock: options.clock,
+    report: options.warn,
+  }).startSweeping();
+  stats.connections = guard.stats;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: options.host, port: options.port, exclusive: true }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  let closing: Promise<void> | undefined;
+  return {
+    url: new URL(`http://${shownHost}:${address.port}/`),
+    stats,
+    guard,
+    setUpstreams(next) {
+      upstreams = next;
+    },
+    close() {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        // The host's close gives in-flight work its grace before it stops workerd; by then the
+        // requests still open cannot be answered, so their connections go too.
+        setTimeout(() => {
+          server.closeAllConnections();
+          for (const socket of upgraded) socket.destroy();
+        }, 1_000).unref();
+        await closed;
+        guard.stop();
+        agent.destroy();
+      })();
+      return closing;
+    },
+  };
+}
+
+function notRunning(res: ServerResponse, worker: string, stats: FrontStats): void {
+  stats.unreachable++;
+  res.writeHead(503, { "content-type": "text/plain; charset=utf-8", "retry-after": "1" });
+  res.end(`celld: the Worker "${worker}" is not running right now (workerd is starting); try again\n`);
+}

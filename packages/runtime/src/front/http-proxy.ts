@@ -1,0 +1,113 @@
+import { Agent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { pipeline } from "node:stream";
+
+/**
+ * Forwarding one request from the front to the socket where workerd serves a Worker: headers as
+ * the client sent them (case, order and repeats kept, the Host above all, which workerd makes the
+ * Worker's request.url from), minus the hop-by-hop ones that describe the client's connection
+ * rather than the request; bodies streamed both ways, never buffered.
+ */
+
+const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"]);
+
+/** rawHeaders without the hop-by-hop ones (and those the Connection header names). */
+export function endToEndHeaders(raw: readonly string[], keepUpgrade = false): string[] {
+  const named = new Set<string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === "connection") for (const token of raw[i + 1]!.split(",")) named.add(token.trim().toLowerCase());
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const upgradeHeader = keepUpgrade && (name === "upgrade" || name === "connection");
+    if (!upgradeHeader && (hopByHop.has(name) || named.has(name))) continue;
+    out.push(raw[i]!, raw[i + 1]!);
+  }
+  return out;
+}
+
+export interface Upstream {
+  host: string;
+  port: number;
+}
+
+/** Why a request could not reach its Worker, for the answer's body. */
+export type ForwardFailure = (error: NodeJS.ErrnoException) => void;
+
+/**
+ * Sends `req` to `upstream` and its answer back on `res`. `failed` is told when workerd could not
+ * be reached or broke off before answering (the caller answers 502); after the answer has begun,
+ * a failure can only cut the response short, which destroying `res` tells the client.
+ */
+export function forwardRequest(req: IncomingMessage, res: ServerResponse, upstream: Upstream, agent: Agent, failed: ForwardFailure): void {
+  const outgoing = httpRequest({
+    host: upstream.host,
+    port: upstream.port,
+    method: req.method,
+    path: req.url,
+    headers: endToEndHeaders(req.rawHeaders),
+    setHost: false,
+    agent,
+  });
+  outgoing.on("response", (answer) => {
+    const headers = endToEndHeaders(answer.rawHeaders);
+    // workerd's Date stands; Node's own would make two.
+    if (headers.some((value, i) => i % 2 === 0 && value.toLowerCase() === "date")) res.sendDate = false;
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
+    pipeline(answer, res, () => undefined);
+  });
+  outgoing.on("error", (error: NodeJS.ErrnoException) => {
+    if (!res.headersSent) failed(error);
+    else res.destroy();
+  });
+  // A client gone before its answer ends frees workerd's socket (and the Worker sees the abort).
+  res.on("close", () => {
+    if (!res.writableFinished) outgoing.destroy();
+  });
+  pipeline(req, outgoing, () => undefined);
+}
+
+/**
+ * An `Upgrade` request (a WebSocket): forwarded on a connection of its own, and once workerd
+ * answers 101, the two sockets are joined byte for byte until either closes. Any other answer is
+ * written back as it is and the client's connection closed.
+ */
+export function forwardUpgrade(req: IncomingMessage, socket: Socket, head: Buffer, upstream: Upstream, failed: ForwardFailure): void {
+  const outgoing = httpRequest({
+    host: upstream.host,
+    port: upstream.port,
+    method: req.method,
+    path: req.url,
+    headers: endToEndHeaders(req.rawHeaders, true),
+    setHost: false,
+    agent: false,
+  });
+  outgoing.on("upgrade", (answer, inner, innerHead) => {
+    socket.write(statusBlock(answer, true));
+    if (innerHead.length > 0) socket.write(innerHead);
+    if (head.length > 0) inner.write(head);
+    inner.pipe(socket).pipe(inner);
+    const end = (): void => {
+      inner.destroy();
+      socket.destroy();
+    };
+    inner.on("error", end).on("close", end);
+    socket.on("error", end).on("close", end);
+  });
+  outgoing.on("response", (answer) => {
+    socket.write(statusBlock(answer, false));
+    answer.pipe(socket);
+  });
+  outgoing.on("error", (error: NodeJS.ErrnoException) => failed(error));
+  socket.on("error", () => outgoing.destroy());
+  outgoing.end();
+}
+
+/** The status line and headers of an answer, as bytes for a raw socket. */
+function statusBlock(answer: IncomingMessage, upgraded: boolean): string {
+  const headers = upgraded ? endToEndHeaders(answer.rawHeaders, true) : [...endToEndHeaders(answer.rawHeaders), "Connection", "close"];
+  let text = `HTTP/1.1 ${answer.statusCode} ${answer.statusMessage}\r\n`;
+  for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return `${text}\r\n`;
+}

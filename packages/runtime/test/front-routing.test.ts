@@ -1,0 +1,109 @@
+import { describe, expect, it } from "vitest";
+import { parseRoutePattern, routeMatches } from "../src/front/route-pattern.ts";
+import { WorkerRouter, hostnameOf, type RoutedWorker } from "../src/front/worker-router.ts";
+
+const route = (pattern: string) => ({ pattern, customDomain: false });
+
+function router(workers: RoutedWorker[], workersDevDomain?: string): WorkerRouter {
+  return new WorkerRouter({ workers, workersDevDomain });
+}
+
+describe("route patterns", () => {
+  it.each([
+    ["example.com/*", "example.com", "/", true],
+    ["example.com/*", "example.com", "/a/b?c=d", true],
+    ["example.com/*", "www.example.com", "/", false],
+    ["*example.com/*", "example.com", "/", true],
+    ["*example.com/*", "www.example.com", "/x", true],
+    ["*.example.com/*", "example.com", "/", false],
+    ["*.example.com/*", "a.b.example.com", "/", true],
+    ["example.com/api", "example.com", "/api", true],
+    ["example.com/api", "example.com", "/api?x=1", false],
+    ["example.com/api", "example.com", "/api/", false],
+    ["example.com", "example.com", "/", true],
+    ["example.com", "example.com", "/a", false],
+    ["https://example.com/*", "example.com", "/a", true],
+    ["*/*", "anything.test", "/a", true],
+    ["EXAMPLE.com/*", "example.com", "/", true],
+  ])("%s on %s%s: %s", (pattern, host, path, expected) => {
+    expect(routeMatches(parseRoutePattern(pattern), host, path)).toBe(expected);
+  });
+
+  it.each([
+    ["example.com/*.jpg", "has a * inside it"],
+    ["ex*ample.com/*", "has a * inside it"],
+    ["example.com/?foo=*", "has a query string"],
+    ["/*", "has no host"],
+    ["example.com:8080/*", "names a port"],
+  ])("refuses %s", (pattern, reason) => {
+    expect(() => parseRoutePattern(pattern)).toThrow(`route pattern ${JSON.stringify(pattern)} ${reason}`);
+  });
+});
+
+describe("WorkerRouter", () => {
+  const workers: RoutedWorker[] = [
+    { name: "app", routes: [] },
+    { name: "images", routes: [route("example.com/images/*")] },
+    { name: "images-loose", routes: [route("example.com/images*")] },
+    { name: "wild", routes: [route("*.example.com/a")] },
+    { name: "a-host", routes: [route("a.example.com/*")] },
+    { name: "shop", routes: [{ pattern: "shop.example.com", customDomain: true }] },
+    { name: "shop-logger", routes: [route("shop.example.com/log/*")] },
+  ];
+  const r = router(workers, "workers.test");
+
+  it.each([
+    // Host by name, any port, any case, trailing dot.
+    ["images.localhost:8787", "/", "images", "worker-host"],
+    ["SHOP.localhost", "/", "shop", "worker-host"],
+    ["wild.localhost.", "/", "wild", "worker-host"],
+    ["app.workers.test", "/", "app", "worker-host"],
+    // Cloudflare's documented specificity surprises (known issues page), as workers-sdk reproduces.
+    ["example.com", "/images/hello", "images-loose", "route"],
+    ["example.com", "/images123", "images-loose", "route"],
+    ["a.example.com", "/a", "a-host", "route"],
+    ["b.example.com", "/a", "wild", "route"],
+    // A route on a custom domain's host goes first; the rest of the host is the custom domain's.
+    ["shop.example.com", "/log/1", "shop-logger", "route"],
+    ["shop.example.com", "/cart", "shop", "custom-domain"],
+    // Everything else: the first Worker.
+    ["localhost:8787", "/", "app", "first-worker"],
+    ["127.0.0.1:8787", "/images/x", "app", "first-worker"],
+    ["nobody.localhost", "/", "app", "first-worker"],
+    [undefined, "/", "app", "first-worker"],
+    ["images.other.test", "/", "app", "first-worker"],
+  ])("%s%s -> %s (%s)", (host, path, worker, reason) => {
+    expect(r.route(host, path)).toEqual({ worker, reason });
+  });
+
+  it("matches the normalised path of an absolute or dotted target", () => {
+    expect(r.route("example.com", "/x/../images/a").worker).toBe("images-loose");
+    expect(r.route("example.com", "http://example.com/images/a").worker).toBe("images-loose");
+  });
+
+  it("breaks an exact tie by the longer pattern, then by deployment order", () => {
+    const tie = router([
+      { name: "first", routes: [] },
+      { name: "one", routes: [route("example.com/a*")] },
+      { name: "two", routes: [route("example.com/a*")] },
+    ]);
+    expect(tie.route("example.com", "/abc").worker).toBe("one");
+  });
+
+  it("names each Worker's hosts", () => {
+    expect(r.workerHosts("Shop")).toEqual(["shop.localhost", "shop.workers.test"]);
+    expect(router([{ name: "x", routes: [] }]).workerHosts("x")).toEqual(["x.localhost"]);
+  });
+
+  it("refuses a custom domain with a path or a wildcard, naming it", () => {
+    expect(() => router([{ name: "a", routes: [{ pattern: "shop.example.com/*", customDomain: true }] }])).toThrow(
+      'route pattern "shop.example.com/*" is a custom domain, which must be a bare host name',
+    );
+  });
+
+  it("reads host headers", () => {
+    expect(hostnameOf("[::1]:8787")).toBe("[::1]");
+    expect(hostnameOf("Example.COM:80")).toBe("example.com");
+    expect(hostnameOf(undefined)).toBe("");
+  });
+});
