@@ -194,7 +194,8 @@ export function writeError(res: ServerResponse, error: ApiError, headers: Record
 export function writeErrorAndClose(
   req: IncomingMessage,
   res: ServerResponse,
-  error: ApiError,
+  /** An ApiError, or the Cloudflare adapter's error, which answers in Cloudflare's envelope. */
+  error: { status: number; toJSON(): unknown },
   headers: Record<string, string>,
   drain: { bytesMax: number; ms: number },
 ): void {

@@ -79,20 +79,28 @@ export interface Route {
   handle: (ctx: RouteContext) => Promise<Reply>;
 }
 
-interface CompiledRoute extends Route {
-  pattern: RegExp;
-  names: string[];
+/** What the router matches on: the native routes, and the Cloudflare adapter's (../cloudflare-api). */
+export interface RoutePattern {
+  method: string;
+  /** Literal text and `{param}` segments (lowercase names); a param matches no `/` and no `:`. */
+  path: string;
+  scope: unknown;
 }
 
-export type RouteMatch =
-  | { kind: "found"; route: Route; params: Record<string, string> }
+type CompiledRoute<R> = R & {
+  pattern: RegExp;
+  names: string[];
+};
+
+export type RouteMatch<R extends RoutePattern = Route> =
+  | { kind: "found"; route: R; params: Record<string, string> }
   | { kind: "method"; allowed: string[] }
   | { kind: "none" };
 
-export class Router {
-  private readonly routes: CompiledRoute[];
+export class Router<R extends RoutePattern = Route> {
+  private readonly routes: CompiledRoute<R>[];
 
-  constructor(routes: readonly Route[]) {
+  constructor(routes: readonly R[]) {
     this.routes = routes.map((route) => {
       const names: string[] = [];
       const source = route.path
@@ -108,7 +116,7 @@ export class Router {
     });
   }
 
-  match(method: string, path: string): RouteMatch {
+  match(method: string, path: string): RouteMatch<R> {
     const allowed: string[] = [];
     for (const route of this.routes) {
       const m = route.pattern.exec(path);
@@ -124,7 +132,7 @@ export class Router {
     return allowed.length > 0 ? { kind: "method", allowed } : { kind: "none" };
   }
 
-  list(): ReadonlyArray<Pick<Route, "method" | "path" | "scope">> {
+  list(): ReadonlyArray<Pick<R, "method" | "path" | "scope">> {
     return this.routes.map(({ method, path, scope }) => ({ method, path, scope }));
   }
 }

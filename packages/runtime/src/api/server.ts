@@ -36,6 +36,9 @@ import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
 import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
 import { Router, type ApiDeps, type Reply, type Route } from "./router.ts";
+import { CloudflareMount } from "../cloudflare-api/handler.ts";
+import { cloudflareRoutes } from "../cloudflare-api/routes.ts";
+import type { CloudflareServices } from "../cloudflare-api/services.ts";
 
 export interface ApiServerTimeouts {
   headersMs: number;
@@ -70,6 +73,8 @@ export interface ApiServerOptions {
   onStorageFailure?: (line: string) => void;
   /** Bytes of answers written and not yet read by their clients, server-wide (apiLimits.answerBytesPendingMax); tests set a small one. */
   answerBytesPendingMax?: number;
+  /** What the host lends Cloudflare's REST API under /client/v4 (../cloudflare-api). */
+  cloudflareServices?: CloudflareServices;
 }
 
 export interface ApiServer {
@@ -114,8 +119,18 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
   const storageLog = new StorageFailureLog(clock, options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)));
 
+  const cloudflare = new CloudflareMount({
+    routes: cloudflareRoutes,
+    deps,
+    services: options.cloudflareServices ?? {},
+    stopping: stopping.signal,
+    onInternalError,
+    refusedBodyDrainMs: timeouts.refusedBodyDrainMs,
+  });
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    const handling = handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
+    const handling = CloudflareMount.serves(pathOf(req))
+      ? cloudflare.handle(req, res)
+      : handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
     inflight.add(handling);
     void handling.finally(() => inflight.delete(handling));
   };
@@ -260,6 +275,12 @@ async function handle(
     if (hasBody(req) && !bodyRead) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
     else writeError(res, error, headers);
   }
+}
+
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? "/";
+  const query = url.indexOf("?");
+  return query === -1 ? url : url.slice(0, query);
 }
 
 function answerOf(reply: Reply): Answer {

@@ -1,0 +1,8 @@
+import { accountRoutes } from "./routes-accounts.ts";
+import type { CloudflareRoute } from "./route.ts";
+
+/**
+ * Every route under /client/v4. A new surface adds its file's array here (and nothing else): the
+ * mount authenticates, checks the account and the scope, reads the body and writes the envelope.
+ */
+export const cloudflareRoutes: readonly CloudflareRoute[] = [...accountRoutes];

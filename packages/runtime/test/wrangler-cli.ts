@@ -1,0 +1,46 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { onTestFinished } from "vitest";
+
+const require = createRequire(import.meta.url);
+const wranglerBin = join(dirname(require.resolve("wrangler/package.json")), "bin", "wrangler.js");
+
+export interface WranglerResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the real wrangler (the root dev dependency) against a celld API server, as a user points it
+ * at celld: base URL, token and account from the environment. It runs in a directory of its own
+ * (wrangler caches the account under ./node_modules/.cache) with its own config home, no metrics,
+ * no update check and no TTY, so every confirmation takes its non-interactive answer.
+ */
+export function wranglerAgainst(apiUrl: string, token: string, account: string | undefined) {
+  const cwd = mkdtempSync(join(tmpdir(), "celld-wrangler-"));
+  onTestFinished(() => rmSync(cwd, { recursive: true, force: true }));
+  return (args: readonly string[]): Promise<WranglerResult> =>
+    new Promise((resolve) => {
+      const env: NodeJS.ProcessEnv = {
+        PATH: process.env["PATH"],
+        HOME: cwd,
+        XDG_CONFIG_HOME: join(cwd, ".config"),
+        CLOUDFLARE_API_BASE_URL: `${apiUrl}/client/v4`,
+        CLOUDFLARE_API_TOKEN: token,
+        WRANGLER_SEND_METRICS: "false",
+        WRANGLER_SEND_ERROR_REPORTS: "false",
+        WRANGLER_HIDE_BANNER: "true",
+        CI: "1",
+        NO_COLOR: "1",
+      };
+      if (account !== undefined) env["CLOUDFLARE_ACCOUNT_ID"] = account;
+      execFile(process.execPath, [wranglerBin, ...args], { cwd, env, timeout: 45_000 }, (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1;
+        resolve({ code, stdout, stderr });
+      });
+    });
+}
