@@ -108,6 +108,17 @@ export const apiLimits = {
    * host running celld can spare. Past it, leases and dead-letter pages are refused (503).
    */
   answerBytesPendingMax: 256 * 1024 * 1024,
+  /**
+   * A connection that sends no byte this long after it opens is closed (front/connection-guard.ts):
+   * headersTimeoutMs only starts at a request's first byte, so without it an idle connection cost
+   * nothing to hold, and 20,000 of them took the descriptors the queues needed.
+   */
+  silentConnectionMs: 10_000,
+  /**
+   * Client connections open at once when the host does not size it from its descriptor budget
+   * (front/descriptor-budget.ts), as `celld dev` does; a test or an embedder starting the API alone.
+   */
+  connectionsMaxDefault: 1_000,
 } as const;
 
 export type ApiLimits = typeof apiLimits;

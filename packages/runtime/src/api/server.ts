@@ -35,6 +35,7 @@ import { messageRoutes } from "./routes-messages.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
 import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
+import { ConnectionGuard, type ConnectionStats } from "../front/connection-guard.ts";
 import { Router, type ApiDeps, type Reply, type Route } from "./router.ts";
 import { CloudflareMount } from "../cloudflare-api/handler.ts";
 import { cloudflareRoutes } from "../cloudflare-api/routes.ts";
@@ -49,6 +50,8 @@ export interface ApiServerTimeouts {
   refusedBodyDrainMs: number;
   /** A connection on which nothing moves this long (a client not reading its answer) is closed. */
   socketIdleMs: number;
+  /** A connection that sends no byte this long after it opens is closed. */
+  silentConnectionMs: number;
 }
 
 export interface ApiServerOptions {
@@ -75,12 +78,22 @@ export interface ApiServerOptions {
   answerBytesPendingMax?: number;
   /** What the host lends Cloudflare's REST API under /client/v4 (../cloudflare-api). */
   cloudflareServices?: CloudflareServices;
+  /**
+   * Client connections open at once (apiLimits.connectionsMaxDefault unless set; `celld dev` sizes
+   * it from its descriptor budget). Past it, the connection silent longest is closed to make room,
+   * or the new one is refused: see front/connection-guard.ts.
+   */
+  connectionsMax?: number;
+  /** Told, at most once a minute, of connections refused or closed (the guard's line). */
+  onConnectionsClosed?: (line: string) => void;
 }
 
 export interface ApiServer {
   /** `http://host:port`, without a trailing slash. */
   url: string;
   port: number;
+  /** Its client connections: open now, refused, closed for silence (for /metrics). */
+  readonly connections: Readonly<ConnectionStats>;
   /** Answers waiting long polls, finishes requests in flight, then closes. */
   close(): Promise<void>;
 }
@@ -114,6 +127,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
     refusedBodyDrainMs: apiLimits.refusedBodyDrainMs,
     socketIdleMs: apiLimits.socketIdleTimeoutMs,
+    silentConnectionMs: apiLimits.silentConnectionMs,
     ...options.timeouts,
   };
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
@@ -151,6 +165,13 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   // lease's afterWrite hands back the messages it carried.
   server.setTimeout(timeouts.socketIdleMs);
   answerParserErrors(server, apiLimits.headerBytesMax);
+  const guard = new ConnectionGuard(server, {
+    name: "--api-port",
+    max: options.connectionsMax ?? apiLimits.connectionsMaxDefault,
+    idleMs: timeouts.silentConnectionMs,
+    clock,
+    report: options.onConnectionsClosed ?? ((line) => console.error(`celld api: ${line}`)),
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
@@ -158,12 +179,14 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       resolve();
     });
   });
+  guard.startSweeping();
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   let closing: Promise<void> | undefined;
   return {
     url: `http://${host}:${address.port}`,
     port: address.port,
+    connections: guard.stats,
     close() {
       closing ??= (async () => {
         stopping.abort();
