@@ -44,8 +44,19 @@ test("[assets] run_worker_first = true: every request reaches the Worker, which 
   expect(await (await h.fetch("/through-binding")).text()).toBe("the guide\n");
 });
 
-// Miniflare would send the host's queue() calls through its asset router, which drops them.
-test("a consumer Worker's [assets] are left out, with a warning, and its batches still run", async () => {
+test("[assets] run_worker_first route rules: matched paths reach the Worker first, a negative rule keeps the files", async () => {
+  const { p, config } = write('run_worker_first = ["/docs/*", "!/docs/guide.txt"]\n');
+  const h = await tidy.runHost([config], p.dataDir);
+  const text = async (path: string) => (await h.fetch(path)).text();
+  expect(await text("/docs/other.txt")).toBe("from the Worker: /docs/other.txt");
+  expect(await text("/docs/guide.txt")).toBe("the guide\n");
+  expect(await text("/")).toBe("<h1>home</h1>\n");
+  expect(await text("/api/items")).toBe("from the Worker: /api/items");
+});
+
+// Miniflare sends a service binding to a Worker with assets through its asset router, which has
+// no queue(): the dispatch Worker names the default entrypoint to go around it.
+test("a consumer Worker with [assets] serves its files and runs its batches", async () => {
   const p = tidy.project();
   const config = p.write({
     "wrangler.toml": `
@@ -53,17 +64,46 @@ name = "app"
 main = "index.js"
 compatibility_date = "2026-04-01"
 queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_size = 1 }]
+queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]
 assets = { directory = "./public", binding = "ASSETS" }
 `,
     "index.js": `export default {
-  async fetch(request, env) { await env.JOBS.send("job"); return new Response(String(env.ASSETS)); },
+  async fetch(request, env) {
+    await env.JOBS.send("job");
+    const file = await env.ASSETS.fetch(new URL("/index.html", request.url));
+    return new Response("sent; the binding reads: " + (await file.text()));
+  },
   async queue(batch) { batch.ackAll(); },
 };`,
     "public/index.html": "<h1>home</h1>",
   });
   const h = await tidy.runHost([config], p.dataDir);
-  expect(await (await h.fetch("/")).text()).toBe("undefined");
+  expect(await (await h.fetch("/")).text()).toBe("<h1>home</h1>");
+  expect(await (await h.fetch("/send")).text()).toBe("sent; the binding reads: <h1>home</h1>");
   const report = await eventually(() => h.batches[0], "the batch");
   expect(report).toMatchObject({ queue: "jobs", size: 1, acked: 1, outcome: "ok" });
+});
+
+// Miniflare names every Worker's asset store alike; miniflare-assets-wiring.ts gives each its own.
+test("two Workers with [assets] each serve their own files, the second through a service binding", async () => {
+  const p = tidy.project();
+  const web = p.write({
+    "web/wrangler.toml": `name = "web"\nmain = "index.js"\ncompatibility_date = "2026-04-01"\nassets = { directory = "./public" }\nservices = [{ binding = "DOCS", service = "docs" }]\n`,
+    "web/index.js": `export default { fetch(request, env) { return env.DOCS.fetch(request); } };`,
+    "web/public/index.html": "web home",
+    "web/public/only-web.txt": "web's file",
+  });
+  const docs = p.write({
+    "docs/wrangler.toml": `name = "docs"\nmain = "index.js"\ncompatibility_date = "2026-04-01"\nassets = { directory = "./public" }\n`,
+    "docs/index.js": `export default { fetch(request) { return new Response("the docs Worker: " + new URL(request.url).pathname); } };`,
+    "docs/public/index.html": "docs home",
+    "docs/public/only-docs.txt": "docs' file",
+  });
+  const h = await tidy.runHost([web, docs], p.dataDir);
+  const text = async (path: string) => (await h.fetch(path)).text();
+  expect(await text("/")).toBe("web home");
+  expect(await text("/only-web.txt")).toBe("web's file");
+  // Not web's file: through web's Worker to docs, whose router answers from docs' directory.
+  expect(await text("/only-docs.txt")).toBe("docs' file");
+  expect(await text("/elsewhere")).toBe("the docs Worker: /elsewhere");
 });

@@ -93,6 +93,11 @@ export const limits = {
 
   /** A content type label (v8, json, text, bytes, or a CloudEvents datacontenttype). */
   contentTypeCharsMax: 256,
+
+  /** `[assets] run_worker_first` route rules of one Worker (Cloudflare's, as wrangler checks them). */
+  assetsRouteRulesMax: 100,
+  /** One such rule's characters, `!` included. */
+  assetsRouteRuleCharsMax: 100,
 } as const;
 
 export type Limits = typeof limits;

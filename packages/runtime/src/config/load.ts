@@ -13,7 +13,6 @@ import {
   type ProcessEnv,
   type ReadDevVarsFile,
 } from "./dev-vars.ts";
-import { assetsNotServed } from "./assets.ts";
 import { unmigratedClassWarnings } from "./durable-object-classes.ts";
 import { chooseEnvironment, definesEnvironments } from "./environments.ts";
 import { ConfigError, formatPath, type ConfigIssue, type ConfigWarning } from "./issues.ts";
@@ -172,9 +171,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
   if (issues.length > 0) {
     throw new ConfigError(byFileOrder(issues.map(asWritten), raw, options.environment), warnings.map(asWritten));
   }
-  const notServed = assetsNotServed(workers);
-  warnings.push(...notServed.values());
-  const served = workers.map(({ worker }) => (notServed.has(worker) ? { ...worker, assets: undefined } : worker));
+  const served = workers.map(({ worker }) => worker);
   return { workers: served, queues: queuesOf(served), warnings: warnings.map(asWritten) };
 }
 

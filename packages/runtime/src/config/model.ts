@@ -1,5 +1,6 @@
 import { dirname, resolve } from "node:path";
 import type { ModuleRule } from "../module-rules.ts";
+import { assetsRouteRules } from "./assets-route-rules.ts";
 import type { DevVars } from "./dev-vars.ts";
 import { replayMigrations, type ClassStorage } from "./durable-object-classes.ts";
 import type { ConfigWarning } from "./issues.ts";
@@ -61,7 +62,7 @@ export interface WorkerConfig {
   alias: Record<string, string>;
   /**
    * Static files served in front of the Worker (directory absolute), and `binding` on its env.
-   * Unset when the config has none, or when they cannot be served (see assets.ts).
+   * Unset when the config has none.
    */
   assets: AssetsConfig | undefined;
   /** The config's module rules, in order; wrangler's defaults come after them. */
@@ -73,8 +74,20 @@ export interface AssetsConfig {
   binding: string | undefined;
   htmlHandling: "auto-trailing-slash" | "force-trailing-slash" | "drop-trailing-slash" | "none" | undefined;
   notFoundHandling: "single-page-application" | "404-page" | "none" | undefined;
-  /** Every request reaches the Worker first, which may call `env.<binding>.fetch()`. */
-  runWorkerFirst: boolean;
+  /**
+   * true: every request reaches the Worker first, which may call `env.<binding>.fetch()`. Route
+   * rules: a request whose path a rule matches reaches the Worker first (`/api/*`), unless a
+   * negative rule (`!/api/docs/*`) matches it too; the rest go to the files first.
+   */
+  runWorkerFirst: boolean | AssetsRouteRules;
+}
+
+/** `run_worker_first` route rules split as Miniflare's router takes them (`static_routing`). */
+export interface AssetsRouteRules {
+  /** The positive rules: these paths reach the Worker first. */
+  worker: string[];
+  /** The negative rules without their `!`: these paths go to the files first whatever else matches. */
+  assets: string[];
 }
 
 export interface Deployment {
@@ -148,7 +161,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
             binding: file.assets.binding,
             htmlHandling: file.assets.html_handling,
             notFoundHandling: file.assets.not_found_handling,
-            runWorkerFirst: file.assets.run_worker_first ?? false,
+            runWorkerFirst: assetsRouteRules(file.assets.run_worker_first),
           },
     moduleRules: file.rules,
   };

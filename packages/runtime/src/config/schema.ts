@@ -4,6 +4,7 @@ import { replayMigrations } from "./durable-object-classes.ts";
 import { defineProblem } from "./esbuild-define.ts";
 import { CronExpressionError, parseCron } from "../triggers/cron-expression.ts";
 import { showValue } from "./issues.ts";
+import { runWorkerFirstSchema } from "./assets-route-rules.ts";
 
 /**
  * The one schema of a wrangler config file as celld reads it: wrangler's snake_case keys, every
@@ -148,8 +149,7 @@ const moduleRule = table({
   fallthrough: z.boolean({ error: typeError("a boolean") }).optional(),
 });
 
-// wrangler's [assets], as Miniflare serves them. run_worker_first's route-rule form (an array) is
-// refused rather than ignored: the paths it sends to the Worker would be answered with the file.
+// wrangler's [assets], as Miniflare serves them.
 const assets = table({
   directory: text(),
   binding: text().optional(),
@@ -164,15 +164,7 @@ const assets = table({
       error: (issue) => `must be "single-page-application", "404-page" or "none", got ${showValue(issue.input)}`,
     })
     .optional(),
-  run_worker_first: z
-    .boolean({
-      error: (issue) =>
-        Array.isArray(issue.input)
-          ? "route rules are not supported by celld, only true or false: the requests they give the Worker " +
-            "would be answered with the file instead"
-          : `must be true or false, got ${showValue(issue.input)}`,
-    })
-    .optional(),
+  run_worker_first: runWorkerFirstSchema.optional(),
 });
 
 export const workerFileSchema = table({

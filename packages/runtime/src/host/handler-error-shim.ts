@@ -32,6 +32,13 @@ export { report, reportOnce, queueRecord };
 `).toString("base64")}`;
 
 /**
+ * The named entrypoint a consumer's shim exports: its default export, wrapped, under a second
+ * name. The queue dispatch Worker binds a consumer with [assets] through it, since Miniflare sends
+ * a binding to such a Worker's default entrypoint into its asset router, which has no queue().
+ */
+export const queueEntrypointName = "__celld_queue";
+
+/**
  * `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). `uses`: the handlers
  * its config asks for (handlerUses), each warned of at load when the default export lacks it.
  */
@@ -175,7 +182,7 @@ if (typeof original === "function" && handlers.some(has)) {
   });
 }
 export default wrapped;
-${uses.map(missingHandlerWarning).join("")}`;
+${consumer === undefined || consumer.queues.length === 0 ? "" : `export { wrapped as ${queueEntrypointName} };\n`}${uses.map(missingHandlerWarning).join("")}`;
 }
 
 /**

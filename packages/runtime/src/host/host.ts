@@ -13,7 +13,7 @@ import { dataDirUnusable, lockDataDir } from "./data-dir-lock.ts";
 import { WorkerdGuard, stopLeftoverWorkerd, workerdChildren } from "./workerd-orphans.ts";
 import { consoleHostLog, logCellBackgroundError, type HostLog } from "./host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
-import { handlerErrorShim, handlerUses, noDefaultExportWarning, noListenerWarning } from "./handler-error-shim.ts";
+import { handlerErrorShim, handlerUses, queueEntrypointName, noDefaultExportWarning, noListenerWarning } from "./handler-error-shim.ts";
 import { addsListener } from "./service-worker-listeners.ts";
 import { withServiceWorkerShim } from "./service-worker-shim.ts";
 import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor, readOpenFilesLimit } from "./open-files-limit.ts";
@@ -147,9 +147,12 @@ export async function startHost(options: HostOptions): Promise<Host> {
   // Filled as the Workers are bundled, before the consumers start: their lines name a
   // service-worker script's "queue" event listener as such.
   const consumerKinds = new Map<string, ConsumerKind>();
+  // Consumers with [assets] whose shim exports queueEntrypointName: their batches go through it.
+  const queueEntrypoints = new Map<string, string>();
   const queues = new QueuesPlugin({
     failures,
     consumerKindOf: (worker) => consumerKinds.get(worker) ?? "module",
+    queueEntrypointOf: (worker) => queueEntrypoints.get(worker),
     deployment: options.deployment,
     registry,
     clock,
@@ -175,6 +178,9 @@ export async function startHost(options: HostOptions): Promise<Host> {
       if (!bundle.modules) {
         serviceWorkerScripts = true;
         consumerKinds.set(worker.name, "service-worker");
+      }
+      if (worker.assets !== undefined && worker.consumers.length > 0 && bundle.exports.includes(queueEntrypointName)) {
+        queueEntrypoints.set(worker.name, queueEntrypointName);
       }
       const own = workerOptions(worker, bundle, (message) => log.warn(message));
       // Miniflare's inspector proxy shows the Workers marked so, and keeps celld's own out of it.

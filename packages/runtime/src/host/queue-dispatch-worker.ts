@@ -27,7 +27,8 @@ export function consumerBindings(consumerWorkers: readonly string[]): Map<string
 export const queueDispatchSocketName = "queue-dispatch:0";
 
 /**
- * Miniflare options for the dispatch Worker, bound to every consumer Worker in `bindings`, with
+ * Miniflare options for the dispatch Worker, bound to every consumer Worker in `bindings` (through
+ * its named entrypoint in `entrypoints`, if any), with
  * its socket at `socketPath` (a Unix socket), or without one (no Unix sockets here) on a free
  * loopback port. It runs only requests that carry `key` (see dispatchKeyHeader in bindings).
  */
@@ -35,6 +36,7 @@ export async function queueDispatchWorkerOptions(
   bindings: ReadonlyMap<string, string>,
   key: string,
   socketPath?: string,
+  entrypoints: ReadonlyMap<string, string> = new Map(),
 ): Promise<WorkerOptions> {
   return {
     name: queueDispatchWorkerName,
@@ -45,7 +47,15 @@ export async function queueDispatchWorkerOptions(
     // Fetcher.queue() on a service binding exists only under this flag (Miniflare's own queue
     // broker sets it too).
     compatibilityFlags: ["service_binding_extra_handlers"],
-    serviceBindings: Object.fromEntries([...bindings].map(([worker, binding]) => [binding, worker])),
+    // A Worker listed in `entrypoints` is bound through that named entrypoint: Miniflare sends a
+    // binding to the default entrypoint of a Worker with [assets] into its asset router, which
+    // has no queue() (see queueEntrypointName in handler-error-shim.ts).
+    serviceBindings: Object.fromEntries(
+      [...bindings].map(([worker, binding]) => {
+        const entrypoint = entrypoints.get(worker);
+        return [binding, entrypoint === undefined ? worker : { name: worker, entrypoint }];
+      }),
+    ),
     bindings: { [dispatchKeyBinding]: key },
     // Node reaches it straight through this socket. It runs any consumer's queue() handler with
     // whatever messages a request carries, so only the host may reach it: a Unix socket in a

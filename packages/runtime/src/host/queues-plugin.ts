@@ -36,6 +36,11 @@ export interface QueuesPluginOptions {
   failures?: ConsumerFailureLog;
   /** How a consumer Worker is written, known once it is bundled; a module unless said. */
   consumerKindOf?: (worker: string) => ConsumerKind;
+  /**
+   * The named entrypoint its batches go through, known once it is bundled; unset: its default
+   * export (see queueDispatchWorkerOptions).
+   */
+  queueEntrypointOf?: (worker: string) => string | undefined;
 }
 
 /** What the host's consumers record on their leases (LeaseOptions.owner); the native API's are 0. */
@@ -140,9 +145,13 @@ export class QueuesPlugin implements HostPlugin {
 
   async extraWorkers(): Promise<WorkerOptions[]> {
     if (this.bindings.size === 0) return [];
-    return [
-      await queueDispatchWorkerOptions(this.bindings, this.dispatchKey, this.dispatchSocketDir?.socketPath(queueDispatchSocketName)),
-    ];
+    const entrypoints = new Map<string, string>();
+    for (const worker of this.bindings.keys()) {
+      const entrypoint = this.options.queueEntrypointOf?.(worker);
+      if (entrypoint !== undefined) entrypoints.set(worker, entrypoint);
+    }
+    const socket = this.dispatchSocketDir?.socketPath(queueDispatchSocketName);
+    return [await queueDispatchWorkerOptions(this.bindings, this.dispatchKey, socket, entrypoints)];
   }
 
   async start(context: PluginStartContext): Promise<void> {

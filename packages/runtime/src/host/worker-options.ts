@@ -3,6 +3,7 @@ import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions }
 import type { WorkerBundle } from "../bundle.ts";
 import type { AssetsConfig, WorkerConfig } from "../config/index.ts";
 import { runtimeCompatibilityFlags } from "../config/nodejs-compat.ts";
+import { installAssetsWiring } from "../miniflare-assets-wiring.ts";
 
 /**
  * A Worker's own Miniflare options: its bundled code, compatibility settings and the bindings
@@ -63,13 +64,22 @@ function durableObjectOptions(worker: WorkerConfig): Pick<WorkerOptions, "durabl
 
 /**
  * `[assets]` as wrangler dev hands them to Miniflare: the asset router answers a request for a
- * file with it and passes the rest to the Worker (`has_user_worker`), or the Worker comes first.
+ * file with it and passes the rest to the Worker (`has_user_worker`), or the Worker comes first,
+ * for every request or for those its route rules match (`static_routing`). The router reads the
+ * directory's listing once, when workerd starts: a file added later is served after a restart
+ * (`celld dev --watch` restarts on it).
  */
 function assetsOptions(assets: AssetsConfig): NonNullable<WorkerOptions["assets"]> {
+  // Each Worker's files from its own directory (see miniflare-assets-wiring.ts).
+  installAssetsWiring();
+  const rules = assets.runWorkerFirst;
   return {
     directory: assets.directory,
     ...(assets.binding === undefined ? {} : { binding: assets.binding }),
-    routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: assets.runWorkerFirst },
+    routerConfig:
+      typeof rules === "boolean"
+        ? { has_user_worker: true, invoke_user_worker_ahead_of_assets: rules }
+        : { has_user_worker: true, static_routing: { user_worker: rules.worker, asset_worker: rules.assets } },
     assetConfig: {
       ...(assets.htmlHandling === undefined ? {} : { html_handling: assets.htmlHandling }),
       ...(assets.notFoundHandling === undefined ? {} : { not_found_handling: assets.notFoundHandling }),
