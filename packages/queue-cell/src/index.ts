@@ -32,6 +32,7 @@ export {
   type DeadMessage,
   type ReplayRange,
 } from "./queue-cell.ts";
+export { emptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
 export { SqliteCellStore, type Durability, type SqliteStoreOptions } from "./sqlite-store.ts";
 export type { SyncFile } from "./wal-sync.ts";

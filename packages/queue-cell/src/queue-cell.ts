@@ -1,4 +1,5 @@
 import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
+import { emptyTally, isEmptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { BackgroundWorkError, CellError, checkRange, isCellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
@@ -6,6 +7,7 @@ import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiter
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { SqliteCellStore, type Durability } from "./sqlite-store.ts";
+import type { SyncFile } from "./wal-sync.ts";
 import { callStorageError } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop, type GroupFate } from "./write-loop.ts";
@@ -65,6 +67,10 @@ export interface QueueCellOptions {
   onBackgroundError?: (error: unknown) => void;
   /** Told, in words for an operator, when messages stay somewhere other than they were meant to go. */
   onWarning?: (message: string) => void;
+  /** Told what each committed group did, and of refused sends (the host's metrics). */
+  observer?: CellObserver;
+  /** How the SQLite store flushes its log (fs.fdatasync); the host times it. */
+  syncFile?: SyncFile;
 }
 
 export interface BacklogMetrics {
@@ -165,6 +171,9 @@ export class QueueCell {
   private readonly resolveCell: ((queue: string) => Promise<QueueCell | undefined>) | undefined;
   private readonly onBackgroundError: (error: unknown) => void;
   private readonly onWarning: (message: string) => void;
+  private readonly observer: CellObserver | undefined;
+  /** What the group being written did, told to the observer once it is durable. */
+  private tally: CellTally = emptyTally();
   private config: QueueConfig;
   private producerCallsInFlight = 0;
   /** Time never goes back inside a cell, so entry times rise with seq (retention relies on it). */
@@ -195,6 +204,7 @@ export class QueueCell {
   private writesStopped = false;
   /** The SQLite file, when the cell opened one: named when it is found damaged. */
   private readonly file: string | undefined;
+  private readonly syncFile: SyncFile | undefined;
   private lastActivityMs = 0;
   /** Expired rows remain that the sweep's slices have not reached yet (see sweepSliceRows). */
   private sweeping = false;
@@ -216,6 +226,8 @@ export class QueueCell {
     }
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
     this.onWarning = options.onWarning ?? (() => {});
+    this.observer = options.observer;
+    this.syncFile = options.syncFile;
     // Before the store: its log is truncated after a quiet spell on this clock.
     this.clock = options.clock ?? systemClock;
     this.store = options.store ?? this.openSqliteStore(options.path!, options.durability ?? "full");
@@ -261,6 +273,7 @@ export class QueueCell {
         this.lastActivityMs = nowMs - this.clockAheadMs;
         // A group that rolled back before its end swept nothing.
         this.sweptInGroup = 0;
+        this.tally = emptyTally();
         this.maintain(nowMs);
       },
       endOfGroup: (nowMs) => this.endOfGroup(nowMs),
@@ -296,6 +309,19 @@ export class QueueCell {
 
   /** Sends 1 to 100 messages; resolves with their ids once they are durable. */
   async send(messages: readonly OutgoingMessage[], options: SendOptions = {}): Promise<SendResult> {
+    const ended = this.observer?.sendStarted();
+    try {
+      const result = await this.sendChecked(messages, options);
+      ended?.(true);
+      return result;
+    } catch (error) {
+      ended?.(false);
+      if (error instanceof CellError) this.observer?.sendRefused(error.code);
+      throw error;
+    }
+  }
+
+  private async sendChecked(messages: readonly OutgoingMessage[], options: SendOptions): Promise<SendResult> {
     this.assertOpen();
     checkSend(messages, options);
     if (this.producerCallsInFlight >= limits.producerCallsInFlightMax) {
@@ -321,6 +347,7 @@ export class QueueCell {
           };
         });
         const ids = this.store.insert(rows);
+        this.tally.sent += rows.length;
         this.maintenanceDueBy(nowMs + retentionMs);
         this.readyChanged = true;
         return { ids, metrics: this.metrics() };
@@ -416,9 +443,11 @@ export class QueueCell {
   async expireLeasesOf(owner: number): Promise<number> {
     this.assertOpen();
     checkRange("owner", owner, 1, Number.MAX_SAFE_INTEGER, { integer: true });
-    return this.loop.submit((nowMs) =>
-      this.failLeasesInSlices(() => this.store.leasedBy(owner, expirySliceRows), () => nowMs, nowMs),
-    );
+    return this.loop.submit((nowMs) => {
+      const ended = this.failLeasesInSlices(() => this.store.leasedBy(owner, expirySliceRows), () => nowMs, nowMs);
+      this.tally.leasesExpired += ended;
+      return ended;
+    });
   }
 
   async ack(refs: readonly LeaseRef[]): Promise<SettleResult> {
@@ -465,6 +494,9 @@ export class QueueCell {
           result.retried += 1;
         }
       }
+      this.tally.acked += result.acked;
+      this.tally.retried += result.retried;
+      this.tally.staleAcksRefused += result.staleLeases.length;
       return result;
     });
   }
@@ -511,6 +543,7 @@ export class QueueCell {
           const heads = this.store.deadInRange(fromMs, endMs, bulkSliceRows);
           for (const head of heads) this.store.resetToReady(head, nowMs);
           if (heads.length > 0) this.readyChanged = true;
+          this.tally.replayed += heads.length;
           return heads.length;
         })
         .catch((error: unknown) => {
@@ -536,7 +569,9 @@ export class QueueCell {
       const slice = await this.loop
         .submit(() => {
           seqAtMost ??= this.store.seqHighWater();
-          return this.store.purge(states, { rows: bulkSliceRows, seqAtMost });
+          const deleted = this.store.purge(states, { rows: bulkSliceRows, seqAtMost });
+          this.tally.purged += deleted;
+          return deleted;
         })
         .catch((error: unknown) => {
           throw this.slicedCallFailed(error, purged, "deleted", "it deletes what is left");
@@ -548,19 +583,30 @@ export class QueueCell {
 
   async counts(): Promise<CellCounts> {
     this.assertOpen();
-    return this.loop.submit((nowMs) => {
-      const totals = this.store.totals();
-      const delayed = this.store.countDelayed(nowMs);
-      return {
-        ready: totals.ready - delayed,
-        delayed,
-        leased: totals.leased,
-        dead: totals.dead,
-        movingToDeadLetterQueue: totals.moving,
-        backlogBytes: totals.backlogBytes,
-        oldestMessageAt: this.store.oldestBacklogEnqueuedAt(),
-      };
-    });
+    return this.loop.submit((nowMs) => this.countsAt(nowMs));
+  }
+
+  /**
+   * The counts from what has committed, read without a write-loop group (as backlogMetrics is):
+   * for a scrape of every open cell, which must not cost each a transaction.
+   */
+  committedCounts(): CellCounts {
+    this.assertOpen();
+    return this.countsAt(this.now());
+  }
+
+  private countsAt(nowMs: number): CellCounts {
+    const totals = this.store.totals();
+    const delayed = this.store.countDelayed(nowMs);
+    return {
+      ready: totals.ready - delayed,
+      delayed,
+      leased: totals.leased,
+      dead: totals.dead,
+      movingToDeadLetterQueue: totals.moving,
+      backlogBytes: totals.backlogBytes,
+      oldestMessageAt: this.store.oldestBacklogEnqueuedAt(),
+    };
   }
 
   /** A page of the dead-letter set, oldest first; pass the last `seq` as `afterSeq` for the next. */
@@ -692,9 +738,11 @@ export class QueueCell {
   private maintain(nowMs: number): void {
     if (nowMs < this.maintenanceDueAt) return;
     // An expired lease was a delivery that failed; the message is ready again from its end.
-    this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
+    this.tally.leasesExpired += this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
     const cutoffMs = nowMs - retentionMs;
-    this.sweptInGroup += this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
+    const swept = this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
+    this.sweptInGroup += swept;
+    this.tally.expiredByRetention += swept;
     const due = this.store.dueTimes();
     const sweeping = due.oldestEnqueuedAt !== null && due.oldestEnqueuedAt <= cutoffMs;
     // Once the last slice is gone, what waits for a lease may take what the sweep left.
@@ -734,6 +782,7 @@ export class QueueCell {
     if (this.sweeping) return [];
     const rows = this.store.lease(nowMs, spec.max, nowMs + spec.visibilityMs, spec.owner);
     if (rows.length > 0) this.maintenanceDueBy(nowMs + spec.visibilityMs);
+    this.tally.delivered += rows.length;
     return rows;
   }
 
@@ -761,6 +810,8 @@ export class QueueCell {
 
   private deadLetter(head: MessageHead, nowMs: number): void {
     const policy = this.config.deadLetter;
+    if (policy.kind === "delete") this.tally.deletedAfterLastRetry += 1;
+    else this.tally.deadLettered += 1;
     if (policy.kind === "set") this.store.setState(head, MessageState.dead, nowMs);
     else if (policy.kind === "delete") this.store.remove(head);
     else {
@@ -794,11 +845,15 @@ export class QueueCell {
     const served = this.serveInGroup(nowMs);
     const swept = this.sweptInGroup;
     this.sweptInGroup = 0;
-    if (swept === 0) return served;
+    const tally = this.tally;
+    this.tally = emptyTally();
+    const observed = this.observer !== undefined && !isEmptyTally(tally);
+    if (swept === 0 && !observed) return served;
     return {
       committed: () => {
         served?.committed();
-        this.retentionSwept(swept);
+        if (swept > 0) this.retentionSwept(swept);
+        if (observed) this.observer!.committed(tally);
       },
       failed: (error) => served?.failed(error),
     };
@@ -956,6 +1011,7 @@ export class QueueCell {
       return new SqliteCellStore(path, {
         durability,
         clock: this.clock,
+        ...(this.syncFile === undefined ? {} : { syncFile: this.syncFile }),
         // The store's own background work: the checkpoint, tried again after the next flush unless
         // its flush failed (then the store takes no more writes: its `failed`, the error told
         // here); and the compaction of a mostly free file, which loses nothing when it fails.

@@ -8,7 +8,9 @@ import { CellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { limits } from "./limits.ts";
 import { QueueCell } from "./queue-cell.ts";
+import type { CellObserver } from "./cell-observer.ts";
 import type { Durability } from "./sqlite-store.ts";
+import type { SyncFile } from "./wal-sync.ts";
 
 export interface CellRegistryOptions {
   /** Cells live in `<dataDir>/cells/` (mode 0700), one SQLite file each. */
@@ -28,6 +30,13 @@ export interface CellRegistryOptions {
    * (limits.openCellsMax unless set). Cells in use stay open, so more may be open for a while.
    */
   openCellsMax?: number;
+  /**
+   * The observer of each cell by queue name (QueueCellOptions.observer), asked at every open: what
+   * it counts outlives the cell, which the registry may close and reopen.
+   */
+  observe?: (name: string) => CellObserver | undefined;
+  /** How every cell's store flushes its log (fs.fdatasync unless set): the host times it. */
+  syncFile?: SyncFile;
 }
 
 /**
@@ -126,6 +135,8 @@ export class CellRegistry {
           resolveCell: (queue) => this.openExisting(queue),
           onBackgroundError: this.options.onBackgroundError,
           onWarning: this.options.onWarning,
+          observer: this.options.observe?.(name),
+          syncFile: this.options.syncFile,
         }),
     );
     this.cells.set(name, opening);
@@ -206,6 +217,11 @@ export class CellRegistry {
     if (this.dropping.has(name)) return Promise.resolve(undefined);
     if (!this.cells.has(name) && !existsSync(this.pathOf(name))) return Promise.resolve(undefined);
     return this.open(name);
+  }
+
+  /** The cells open now (opening ones not yet among them), without touching their recency. */
+  openCells(): QueueCell[] {
+    return [...this.opened.values()];
   }
 
   /** Open cells, by name. */
