@@ -247,7 +247,10 @@ queues.consumers = [{ queue = "other", max_batch_timeout = 0 }, { queue = "big",
     }
     await empty("big");
     const reports = h.batches.filter((b) => b.queue === "big");
-    expect(reports).toEqual([{ queue: "big", size: 100, acked: 100, retried: 0, deadLettered: 0, outcome: "ok" }]);
+    expect(reports).toEqual([
+      { queue: "big", size: 100, acked: 100, retried: 0, deadLettered: 0, outcome: "ok", durationMs: expect.any(Number), ackedAgesMs: expect.any(Array) },
+    ]);
+    expect(reports[0]!.ackedAgesMs).toHaveLength(100);
     const got = (await seen.since(0)).filter((s) => s.queue === "big");
     expect(got).toHaveLength(100);
     expect(new Set(got.map((s) => JSON.stringify(s.body)))).toEqual(new Set([JSON.stringify({ length: 127_998, allX: true })]));

@@ -68,6 +68,10 @@ export interface BatchReport {
   retried: number;
   deadLettered: number;
   outcome: string;
+  /** From the batch's start to its handler's end (or its wall time), on the dispatcher's clock. */
+  durationMs: number;
+  /** For each message acked, ms from its send to its ack, in the cell's time. */
+  ackedAgesMs: number[];
 }
 
 export interface ConsumerDispatcherOptions {
@@ -413,6 +417,8 @@ export class ConsumerDispatcher {
     let cancelTimer = (): void => {};
     const invocation = new AbortController();
     this.invocations.add(invocation);
+    const startedMs = this.clock.now();
+    let durationMs = 0;
     try {
       const metrics = await this.cell.backlogMetrics();
       const metadata: BatchMetadata = {
@@ -436,6 +442,7 @@ export class ConsumerDispatcher {
       failure = error;
       result = "failed";
     } finally {
+      durationMs = this.clock.now() - startedMs;
       cancelTimer();
       this.invocations.delete(invocation);
     }
@@ -463,7 +470,7 @@ export class ConsumerDispatcher {
           `their attempt not counted; the next batch in ${this.backoffMs / 1000} s`,
         failure,
       );
-      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome: "failed" });
+      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome: "failed", durationMs, ackedAgesMs: [] });
       return;
     }
     if (result !== "failed") this.backoffMs = 0;
@@ -492,7 +499,7 @@ export class ConsumerDispatcher {
         error,
       );
       const outcome = typeof result === "string" ? result : result.outcome;
-      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome });
+      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome, durationMs, ackedAgesMs: [] });
       return;
     }
     const deadLetter = this.cell.queueConfig.deadLetter;
@@ -535,6 +542,8 @@ export class ConsumerDispatcher {
       retried: settled.retried,
       deadLettered: settled.deadLettered,
       outcome: typeof result === "string" ? result : result.outcome,
+      durationMs,
+      ackedAgesMs: this.onBatch === undefined ? [] : ackedAges(settlement.acks, settled, this.cell.now()),
     });
   }
 
@@ -547,6 +556,14 @@ export class ConsumerDispatcher {
       this.log.warn(`queue "${this.settings.queue}": could not hand back ${batch.length} message(s): ${String(error)}`);
     }
   }
+}
+
+/** Ages at ack of the acks the cell applied (a stale one was not). */
+function ackedAges(acks: readonly LeasedMessage[], settled: SettleResult, nowMs: number): number[] {
+  const stale = settled.staleLeases.length === 0 ? undefined : new Set(settled.staleLeases.map((ref) => ref.id));
+  const ages: number[] = [];
+  for (const message of acks) if (stale?.has(message.id) !== true) ages.push(Math.max(0, nowMs - message.sentAt));
+  return ages;
 }
 
 function nextBackoffMs(currentMs: number, backoff: { readonly first: number; readonly max: number }): number {
