@@ -140,7 +140,7 @@ describe("the key store", () => {
   it("refuses a key for a malformed environment, with no scope, or an unknown scope", async () => {
     const h = await apiHarness();
     expect(() => h.keys.create({ env: "acme/shop/prod", scopes: ["events:read"] })).toThrow(/env must be an environment name/);
-    expect(() => h.keys.create({ env: testEnv, scopes: [] })).toThrow("scopes must name one or more of events:publish, events:write, events:read");
+    expect(() => h.keys.create({ env: testEnv, scopes: [] })).toThrow("scopes must name one or more of events:publish, events:write, events:read, metrics:read");
     expect(() => h.keys.create({ env: testEnv, scopes: ["events:admin"] })).toThrow('unknown scope "events:admin"');
   });
 

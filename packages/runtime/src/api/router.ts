@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
+import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
 import type { Catalog } from "./catalog.ts";
 import { ApiError } from "./errors.ts";
@@ -14,6 +15,8 @@ export interface ApiDeps {
   directory: QueueDirectory;
   clock: Clock;
   ids: UlidSource;
+  /** The host's metrics, when it keeps them (`GET /metrics`). */
+  metrics?: MetricsEndpoint;
 }
 
 export interface RouteContext {

@@ -32,6 +32,8 @@ import { decodeProto, type ProtoTypeName } from "./proto-codec.ts";
 import { QueueDirectory, type WorkerQueueOptions } from "./queue-directory.ts";
 import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";
+import { answerMetrics, metricsPath } from "./metrics-route.ts";
+import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
 import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
@@ -86,6 +88,8 @@ export interface ApiServerOptions {
   connectionsMax?: number;
   /** Told, at most once a minute, of connections refused or closed (the guard's line). */
   onConnectionsClosed?: (line: string) => void;
+  /** Serves `GET /metrics` (see metrics-route.ts); without it, /metrics is not found. */
+  metrics?: MetricsEndpoint;
 }
 
 export interface ApiServer {
@@ -112,6 +116,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     directory: new QueueDirectory(catalog, options.registry, clock, new UlidSource(), options.workerQueues),
     clock,
     ids: new UlidSource(),
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
   };
   const router = new Router(apiRoutes);
   const answers = new AnswerBudget(options.answerBytesPendingMax ?? apiLimits.answerBytesPendingMax);
@@ -220,6 +225,7 @@ async function handle(
   let bodyRead = false;
   try {
     const url = new URL(req.url ?? "/", "http://localhost");
+    if (url.pathname === metricsPath) return await answerMetrics(req, res, deps.metrics, deps.keys);
     const match = router.match(req.method ?? "", url.pathname);
     if (match.kind === "none") throw new ApiError("not_found", `no route for ${req.method} ${url.pathname}`);
     if (match.kind === "method") {
