@@ -7,7 +7,7 @@
  * what held it. Linux only (/proc); elsewhere there is no figure.
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
+import { readProcess } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 
 // USER_HZ, in which /proc reports times, is 100 on every Linux architecture Node runs on.
 const msPerTick = 10;

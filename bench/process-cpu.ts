@@ -4,7 +4,7 @@
  * Linux only (/proc); elsewhere there is no figure and the bench says so.
  */
 import { readdirSync } from "node:fs";
-import { readProcess, type ProcessInfo } from "../packages/runtime/src/host/workerd-orphans.ts";
+import { readProcess, type ProcessInfo } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 
 export interface CpuSeconds {
   /** The host's Node process, all its threads. */

@@ -5,7 +5,7 @@ import Database from "better-sqlite3";
 import { afterEach, expect, test } from "vitest";
 import { CellRegistry } from "../packages/queue-cell/src/index.ts";
 import { apiLimits } from "../packages/runtime/src/api/index.ts";
-import { readProcess } from "../packages/runtime/src/host/workerd-orphans.ts";
+import { readProcess } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 import { run, waitFor } from "./cli-harness.ts";
 import { childProcessesOf, project, type Project } from "./host-harness.ts";
 

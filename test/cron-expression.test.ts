@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { CronExpressionError, parseCron, type CronField } from "../packages/runtime/src/triggers/cron-expression.ts";
+import { CronExpressionError, parseCron, type CronField } from "../packages/runtime/src/config/cron/cron-expression.ts";
 
 /** The next `count` fire times after `from`, as ISO strings ("none" once there is none). */
 function fires(expression: string, from: string, count = 1): string[] {

@@ -7,7 +7,7 @@ import type { BatchReport } from "@celld/bindings";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
 import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
-import { childProcesses } from "../packages/runtime/src/host/workerd-orphans.ts";
+import { childProcesses } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 
 export interface Project {
   dir: string;

@@ -10,8 +10,8 @@ import { dispatchKeyBinding, dispatchKeyHeader, encodeBatch } from "@celld/bindi
 import { limits } from "@celld/queue-cell";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { QueueDispatchClient } from "../packages/runtime/src/host/queue-dispatch-client.ts";
-import { consumerBindings, queueDispatchSocketName, queueDispatchWorkerName } from "../packages/runtime/src/host/queue-dispatch-worker.ts";
+import { QueueDispatchClient } from "../packages/runtime/src/queue-transport/queue-dispatch-client.ts";
+import { consumerBindings, queueDispatchSocketName, queueDispatchWorkerName } from "../packages/runtime/src/queue-transport/queue-dispatch-worker.ts";
 import { eventually, project, runHost, type RunningHost } from "./host-harness.ts";
 
 // Reports what queue() was given, per batch: a SHA-256 of each body stands in for its bytes.

@@ -10,8 +10,8 @@ import v8 from "node:v8";
 import { Miniflare } from "miniflare";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { CellRegistry, ManualClock, type LeasedMessage, type QueueCell } from "@celld/queue-cell";
-import { queueProducerWorkerOptions, type QueueProducerWiring } from "../../runtime/src/miniflare-queue-wiring.ts";
-import { ProducerServer } from "../../runtime/src/producer-server.ts";
+import { queueProducerWorkerOptions, type QueueProducerWiring } from "../../runtime/src/queue-transport/miniflare-queue-wiring.ts";
+import { ProducerServer } from "../../runtime/src/queue-transport/producer-server.ts";
 import { nodeProducerHandler } from "../src/producer-handler.ts";
 
 const workerScript = /* js */ `

@@ -1,9 +1,9 @@
 // The celld host: what the CLI runs, for programs that embed it. The native API and its client
 // have their own entry points: @celld/runtime/api and @celld/runtime/client.
 export { startHost, type Host, type HostOptions } from "./host/host.ts";
-export { RuntimeStartError } from "./host/runtime-start.ts";
+export { RuntimeStartError } from "./workerd/runtime-start.ts";
 export { consoleHostLog, MemoryHostLog, type HostLog } from "./host/host-log.ts";
-export type { HostPlugin, PluginStartContext } from "./host/host-plugin.ts";
+export type { HostPlugin, PluginStartContext } from "./plugins/host-plugin.ts";
 export {
   loadDeployment,
   parseDeployment,
@@ -18,4 +18,4 @@ export {
   type ConfigIssue,
   type ConfigWarning,
 } from "./config/index.ts";
-export { bundleWorker, BundleError, isBundleError, type BundleOptions } from "./bundle.ts";
+export { bundleWorker, BundleError, isBundleError, type BundleOptions } from "./bundle/bundle.ts";

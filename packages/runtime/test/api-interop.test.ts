@@ -7,8 +7,8 @@ import { Miniflare } from "miniflare";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { ConsumerDispatcher, nodeProducerHandler, toConsumerMessage } from "@celld/bindings";
 import { defaultWorkerEnv, workerMessageEventType } from "../src/api/index.ts";
-import { queueProducerWorkerOptions } from "../src/miniflare-queue-wiring.ts";
-import { ProducerServer } from "../src/producer-server.ts";
+import { queueProducerWorkerOptions } from "../src/queue-transport/miniflare-queue-wiring.ts";
+import { ProducerServer } from "../src/queue-transport/producer-server.ts";
 import { apiHarness, eventually } from "./api-harness.ts";
 
 const script = /* js */ `

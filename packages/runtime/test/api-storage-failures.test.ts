@@ -8,7 +8,7 @@ import BetterSqlite3 from "better-sqlite3";
 import type Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { CellError, ManualClock, type QueueCell, type StorageFailure } from "@celld/queue-cell";
-import { StorageFailureLog, storageFailureLogWindowMs } from "../src/storage-failure-log.ts";
+import { StorageFailureLog, storageFailureLogWindowMs } from "../src/plugins/storage-failure-log.ts";
 import { apiHarness, event, testEnv } from "./api-harness.ts";
 
 /** The cell's SQLite connection (private to its store; reached here only to fill its "disk"). */

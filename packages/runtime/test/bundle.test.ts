@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { BundleError, bundleWorker } from "../src/bundle.ts";
+import { BundleError, bundleWorker } from "../src/bundle/bundle.ts";
 import { loadDeployment, parseDeployment, type WorkerConfig } from "../src/config/index.ts";
-import { handlerErrorShim } from "../src/host/handler-error-shim.ts";
+import { handlerErrorShim } from "../src/worker-code/handler-error-shim.ts";
 
 const fixtures = fileURLToPath(new URL("./fixtures/bundle/", import.meta.url));
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { formatWarnings } from "../src/config/index.ts";
-import { arrangeModuleRules, globPattern, ruleFor } from "../src/module-rules.ts";
+import { arrangeModuleRules, globPattern, ruleFor } from "../src/config/module-rules.ts";
 import { issuesOf, parseOne } from "./config-failure.ts";
 
 const parse = parseOne;

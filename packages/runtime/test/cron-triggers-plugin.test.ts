@@ -1,8 +1,8 @@
 import { expect, test } from "vitest";
 import { ManualClock } from "@celld/queue-cell";
 import { MemoryHostLog } from "../src/host/host-log.ts";
-import type { PluginStartContext, ScheduledRunResult } from "../src/host/host-plugin.ts";
-import { CronTriggersPlugin } from "../src/triggers/cron-triggers-plugin.ts";
+import type { PluginStartContext, ScheduledRunResult } from "../src/plugins/host-plugin.ts";
+import { CronTriggersPlugin } from "../src/plugins/cron-triggers-plugin.ts";
 import { parseOne } from "./config-failure.ts";
 
 // The plugin's timing and its lines, with the run handed to a recorder in place of workerd (the

@@ -14,13 +14,12 @@ import { nodeProducerHandler } from "../../bindings/src/producer-handler.ts";
 import {
   checkQueuePluginShape,
   installQueueWiring,
-  installedMiniflareVersion,
   producerServiceBindingName,
   producerServiceBindings,
   queueProducerWorkerOptions,
-  wiredMiniflareVersion,
-} from "../src/miniflare-queue-wiring.ts";
-import { ProducerServer, producerRouteHeader } from "../src/producer-server.ts";
+} from "../src/queue-transport/miniflare-queue-wiring.ts";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "../src/workerd/miniflare-version.ts";
+import { ProducerServer, producerRouteHeader } from "../src/queue-transport/producer-server.ts";
 
 describe("the installed miniflare", () => {
   test("is the release the wiring was checked against (re-check the wiring before changing this)", () => {

@@ -5,7 +5,7 @@ import { expect, onTestFinished, test } from "vitest";
 import Database from "better-sqlite3";
 import { CellRegistry, ManualClock } from "@celld/queue-cell";
 import { MemoryHostLog } from "../src/host/host-log.ts";
-import { QueuesPlugin } from "../src/host/queues-plugin.ts";
+import { QueuesPlugin } from "../src/plugins/queues-plugin.ts";
 import { parseOne } from "./config-failure.ts";
 
 function dataDir(): string {

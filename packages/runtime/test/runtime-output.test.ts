@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { RuntimeOutputFilter } from "../src/host/runtime-output.ts";
+import { RuntimeOutputFilter } from "../src/workerd/runtime-output.ts";
 
 // Lines as workerd 2026-04-26 and the handler shim print them.
 const shimReport = "[celld] fetch() handler for GET /throw threw: TypeError: boom in fetch";

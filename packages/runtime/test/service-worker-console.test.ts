@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { ServiceWorkerConsole } from "../src/host/service-worker-console.ts";
+import { ServiceWorkerConsole } from "../src/worker-code/service-worker-console.ts";
 
 // Lines as workerd 2026-04-26 writes them with --verbose (seen with Miniflare 4 here).
 const logged = (json: string) => `workerd/io/worker.c++:2228: info: console.log(); message() = ${json}`;

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
-import { bundleWorker } from "../src/bundle.ts";
+import { bundleWorker } from "../src/bundle/bundle.ts";
 import { parseDeployment } from "../src/config/index.ts";
-import { addsListener } from "../src/host/service-worker-listeners.ts";
+import { addsListener } from "../src/worker-code/service-worker-listeners.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "celld-sw-listeners-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { createServer } from "node:net";
-import { unixDirectSocket, unixDirectSocketListening } from "../src/host/queue-dispatch-worker.ts";
-import { SocketDir } from "../src/socket-dir.ts";
+import { unixDirectSocket, unixDirectSocketListening } from "../src/queue-transport/queue-dispatch-worker.ts";
+import { SocketDir } from "../src/queue-transport/socket-dir.ts";
 
 const made: string[] = [];
 afterEach(() => {

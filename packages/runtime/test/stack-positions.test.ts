@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { bundleWorker, type WorkerBundle } from "../src/bundle.ts";
+import { bundleWorker, type WorkerBundle } from "../src/bundle/bundle.ts";
 import { parseDeployment, type WorkerConfig } from "../src/config/index.ts";
-import { handlerErrorShim } from "../src/host/handler-error-shim.ts";
-import { StackPositions } from "../src/host/stack-positions.ts";
+import { handlerErrorShim } from "../src/worker-code/handler-error-shim.ts";
+import { StackPositions } from "../src/workerd/stack-positions.ts";
 
 // A two-file TypeScript Worker: the error is thrown in work.ts, line 3, at `new` (column 11);
 // index.ts calls work() on line 5, column 25.

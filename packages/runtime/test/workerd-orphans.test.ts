@@ -3,7 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, onTestFinished, test } from "vitest";
-import { WorkerdGuard, readProcess, stopLeftoverWorkerd } from "../src/host/workerd-orphans.ts";
+import { WorkerdGuard, readProcess, stopLeftoverWorkerd } from "../src/workerd/workerd-orphans.ts";
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "celld-orphans-"));

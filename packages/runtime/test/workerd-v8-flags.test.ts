@@ -5,7 +5,7 @@
  */
 import { serializeConfig } from "miniflare";
 import { describe, expect, test } from "vitest";
-import { readV8Flags, withV8Flags, WorkerdConfigError } from "../src/workerd-config-v8-flags.ts";
+import { readV8Flags, withV8Flags, WorkerdConfigError } from "../src/workerd/workerd-config-v8-flags.ts";
 import { runHost, tidyAfterEach } from "../../../test/host-harness.ts";
 
 /** A config as Miniflare serializes it (always in one segment). */

@@ -36,7 +36,7 @@ import { answerMetrics, metricsPath } from "./metrics-route.ts";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
-import { StorageFailureLog, storageFailuresIn } from "../storage-failure-log.ts";
+import { StorageFailureLog, storageFailuresIn } from "../plugins/storage-failure-log.ts";
 import { ConnectionGuard, type ConnectionStats } from "../front/connection-guard.ts";
 import { Router, type ApiDeps, type Reply, type Route } from "./router.ts";
 import { CloudflareMount } from "../cloudflare-api/handler.ts";

@@ -4,7 +4,7 @@ import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
-import { bundleWorker, type WorkerBundle } from "../bundle.ts";
+import { bundleWorker, type WorkerBundle } from "../bundle/bundle.ts";
 import {
   devVarsFileNames,
   formatIssue,

@@ -1,6 +1,6 @@
-import { formatBundleMessage, isBundleError } from "../bundle.ts";
+import { formatBundleMessage, isBundleError } from "../bundle/bundle.ts";
 import { ApiError } from "../api/index.ts";
-import { RuntimeStartError } from "../host/runtime-start.ts";
+import { RuntimeStartError } from "../workerd/runtime-start.ts";
 import { exitStatus } from "./exit-status.ts";
 
 /**

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { supportedCompatibilityDate } from "miniflare";
-import { installedMiniflareVersion } from "../miniflare-queue-wiring.ts";
+import { installedMiniflareVersion } from "../workerd/miniflare-version.ts";
 
 /**
  * `celld --version`: celld's own version, and the runtime it runs Workers in. The newest

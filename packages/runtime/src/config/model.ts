@@ -1,5 +1,5 @@
 import { dirname, resolve } from "node:path";
-import type { ModuleRule } from "../module-rules.ts";
+import type { ModuleRule } from "./module-rules.ts";
 import { assetsRouteRules } from "./assets-route-rules.ts";
 import type { DevVars } from "./dev-vars.ts";
 import { replayMigrations, type ClassStorage } from "./durable-object-classes.ts";

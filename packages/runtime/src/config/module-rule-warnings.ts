@@ -1,4 +1,4 @@
-import { arrangeModuleRules, describeRule, isJavaScriptRule, type ModuleRule } from "../module-rules.ts";
+import { arrangeModuleRules, describeRule, isJavaScriptRule, type ModuleRule } from "./module-rules.ts";
 import type { ConfigWarning } from "./issues.ts";
 
 /**

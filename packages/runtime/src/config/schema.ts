@@ -2,7 +2,7 @@ import { limits } from "@celld/queue-cell";
 import { z } from "zod";
 import { replayMigrations } from "./durable-object-classes.ts";
 import { defineProblem } from "./esbuild-define.ts";
-import { CronExpressionError, parseCron } from "../triggers/cron-expression.ts";
+import { CronExpressionError, parseCron } from "./cron/cron-expression.ts";
 import { showValue } from "./issues.ts";
 import { runWorkerFirstSchema } from "./assets-route-rules.ts";
 

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ConsumerConfig, WorkerConfig } from "../config/index.ts";
-import type { ModuleRule } from "../module-rules.ts";
+import type { ModuleRule } from "../config/module-rules.ts";
 import type { ScriptSettings, VersionRecord } from "./deploy-store.ts";
 import { moduleTypes } from "./upload-form.ts";
 import { isKnownBinding, type KnownBinding } from "./upload-metadata.ts";

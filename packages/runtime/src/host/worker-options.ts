@@ -1,9 +1,9 @@
 import { dirname, join } from "node:path";
 import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions } from "miniflare";
-import type { WorkerBundle } from "../bundle.ts";
+import type { WorkerBundle } from "../bundle/bundle.ts";
 import type { AssetsConfig, WorkerConfig } from "../config/index.ts";
 import { runtimeCompatibilityFlags } from "../config/nodejs-compat.ts";
-import { installAssetsWiring } from "../miniflare-assets-wiring.ts";
+import { installAssetsWiring } from "../workerd/miniflare-assets-wiring.ts";
 
 /**
  * A Worker's own Miniflare options: its bundled code, compatibility settings and the bindings

@@ -1,9 +1,9 @@
 import { builtinModules, type SourceMapPayload } from "node:module";
 import { basename, dirname, resolve } from "node:path";
 import { build, type BuildFailure, type Message, type OutputFile, type Plugin } from "esbuild";
-import type { WorkerConfig } from "./config/index.ts";
-import { resolveNodejsCompat } from "./config/nodejs-compat.ts";
-import { moduleRulesPlugin, type AdditionalModule } from "./module-rules.ts";
+import type { WorkerConfig } from "../config/index.ts";
+import { resolveNodejsCompat } from "../config/nodejs-compat.ts";
+import { moduleRulesPlugin, type AdditionalModule } from "../config/module-rules.ts";
 
 /**
  * Bundles a Worker's `main` into one ES module the way wrangler does, so code that deploys to

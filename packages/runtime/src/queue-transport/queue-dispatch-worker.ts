@@ -3,7 +3,7 @@ import { dispatchKeyBinding, queueDispatchWorkerEntry } from "@celld/bindings";
 import { build } from "esbuild";
 import { supportedCompatibilityDate, type WorkerOptions } from "miniflare";
 import { reservedWorkerNamePrefix } from "../config/index.ts";
-import { installedMiniflareVersion, wiredMiniflareVersion } from "../miniflare-queue-wiring.ts";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "../workerd/miniflare-version.ts";
 
 /** The internal Worker that runs consumer batches (see queue-dispatch.worker.ts in bindings). */
 export const queueDispatchWorkerName = `${reservedWorkerNamePrefix}queue_dispatch`;
@@ -89,7 +89,7 @@ export function unixDirectSocketListening(path: string): string {
     throw new Error(
       `celld puts the queue dispatch Worker on a Unix socket through how miniflare ${wiredMiniflareVersion} writes a ` +
         `direct socket's address, and with miniflare ${installedMiniflareVersion()} workerd is not listening at ${path}. ` +
-        "Re-check unixDirectSocket in packages/runtime/src/host/queue-dispatch-worker.ts.",
+        "Re-check unixDirectSocket in packages/runtime/src/queue-transport/queue-dispatch-worker.ts.",
     );
   }
   return path;

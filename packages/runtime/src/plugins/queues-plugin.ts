@@ -4,21 +4,21 @@ import { ConsumerDispatcher, InFlightBudget, type ConsumerFailureLog, type Consu
 import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
-import { queueProducerWorkerOptions } from "../miniflare-queue-wiring.ts";
-import { ProducerServer } from "../producer-server.ts";
-import { SocketDir } from "../socket-dir.ts";
-import { StorageFailureLog } from "../storage-failure-log.ts";
-import { unopenedFileReason } from "./data-dir-lock.ts";
-import type { HostLog } from "./host-log.ts";
+import { queueProducerWorkerOptions } from "../queue-transport/miniflare-queue-wiring.ts";
+import { ProducerServer } from "../queue-transport/producer-server.ts";
+import { SocketDir } from "../queue-transport/socket-dir.ts";
+import { StorageFailureLog } from "./storage-failure-log.ts";
+import { unopenedFileReason } from "../host/data-dir-lock.ts";
+import type { HostLog } from "../host/host-log.ts";
 import type { HostPlugin, PluginStartContext } from "./host-plugin.ts";
-import { QueueDispatchClient } from "./queue-dispatch-client.ts";
+import { QueueDispatchClient } from "../queue-transport/queue-dispatch-client.ts";
 import {
   consumerBindings,
   queueDispatchSocketName,
   queueDispatchWorkerName,
   queueDispatchWorkerOptions,
   unixDirectSocketListening,
-} from "./queue-dispatch-worker.ts";
+} from "../queue-transport/queue-dispatch-worker.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;

@@ -1,4 +1,4 @@
-import type { WorkerBundle } from "../bundle.ts";
+import type { WorkerBundle } from "../bundle/bundle.ts";
 import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorMarker } from "./queue-error-record.ts";
 

@@ -16,7 +16,7 @@
  * reads a flag's effect inside a real workerd.
  */
 import { Runtime } from "miniflare";
-import { installedMiniflareVersion, wiredMiniflareVersion } from "./miniflare-queue-wiring.ts";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "./miniflare-version.ts";
 import { withV8Flags } from "./workerd-config-v8-flags.ts";
 
 type UpdateConfig = (this: unknown, config: Uint8Array, ...rest: unknown[]) => Promise<unknown>;
@@ -39,7 +39,7 @@ function installV8FlagsPatch(): void {
     throw new Error(
       `celld sets workerd's V8 flags through internals of miniflare ${wiredMiniflareVersion}, and miniflare ` +
         `${installedMiniflareVersion()} differs: Runtime.prototype.updateConfig(configBuffer, ...) is missing. ` +
-        "Re-check packages/runtime/src/miniflare-v8-flags.ts.",
+        "Re-check packages/runtime/src/workerd/miniflare-v8-flags.ts.",
     );
   }
   proto!.updateConfig = function (this: unknown, config: Uint8Array, ...rest: unknown[]) {

@@ -14,7 +14,7 @@
  * Workers' files from one workerd.
  */
 import { PLUGINS } from "miniflare";
-import { installedMiniflareVersion, wiredMiniflareVersion } from "./miniflare-queue-wiring.ts";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "./miniflare-version.ts";
 
 const sharedStoreName = "assets:storage";
 const kvServicePrefix = "assets:kv:";
@@ -73,6 +73,6 @@ function renameStore(services: AssetService[], worker: string): AssetService[] {
 function changed(what: string): Error {
   return new Error(
     `celld serves each Worker's [assets] through internals of miniflare ${wiredMiniflareVersion}, and miniflare ` +
-      `${installedMiniflareVersion()} differs: ${what}. Re-check packages/runtime/src/miniflare-assets-wiring.ts.`,
+      `${installedMiniflareVersion()} differs: ${what}. Re-check packages/runtime/src/workerd/miniflare-assets-wiring.ts.`,
   );
 }

@@ -1,8 +1,8 @@
 import { limits, type Clock } from "@celld/queue-cell";
 import type { Deployment } from "../config/index.ts";
 import type { HostLog } from "../host/host-log.ts";
-import type { HostPlugin, PluginStartContext, ScheduledRunResult } from "../host/host-plugin.ts";
-import { parseCron, type CronSchedule } from "./cron-expression.ts";
+import type { HostPlugin, PluginStartContext, ScheduledRunResult } from "./host-plugin.ts";
+import { parseCron, type CronSchedule } from "../config/cron/cron-expression.ts";
 
 export interface CronTriggersOptions {
   deployment: Deployment;

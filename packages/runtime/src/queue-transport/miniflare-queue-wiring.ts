@@ -26,12 +26,9 @@
  * A cost to know: the per-producer service binding is an ordinary binding, so it is also visible
  * on the Worker's `env` under its `__celld_queue_` name.
  */
-import { createRequire } from "node:module";
 import { PLUGINS } from "miniflare";
+import { installedMiniflareVersion, wiredMiniflareVersion } from "../workerd/miniflare-version.ts";
 import type { ExternalServiceDesignator, NodeServiceHandler, ProducerServer } from "./producer-server.ts";
-
-/** The miniflare release whose internals this module was written and tested against. */
-export const wiredMiniflareVersion = "4.20260426.0";
 
 /** One `queues.producers` entry of a worker, as the host's config model has it. */
 export interface QueueProducerWiring {
@@ -99,12 +96,6 @@ export function producerServiceBindings(
   return Object.fromEntries(producers.map((producer, i) => [names[i]!, server.serviceFor(producer.binding, createHandler(producer))]));
 }
 
-/** The installed miniflare's version. */
-export function installedMiniflareVersion(): string {
-  const pkg = createRequire(import.meta.url)("miniflare/package.json") as { version?: unknown };
-  return typeof pkg.version === "string" ? pkg.version : "unknown";
-}
-
 interface WorkerdQueueBinding {
   name: string;
   queue: { name: string };
@@ -153,7 +144,7 @@ export function checkQueuePluginShape(queuesPlugin: unknown, corePlugin: unknown
   const fail = (what: string): never => {
     throw new Error(
       `celld's queue wiring relies on internals of miniflare ${wiredMiniflareVersion}, and miniflare ` +
-        `${installedMiniflareVersion()} differs: ${what}. Re-check packages/runtime/src/miniflare-queue-wiring.ts.`,
+        `${installedMiniflareVersion()} differs: ${what}. Re-check packages/runtime/src/queue-transport/miniflare-queue-wiring.ts.`,
     );
   };
   if (typeof queues !== "object" || queues === null) fail("PLUGINS.queues is missing");

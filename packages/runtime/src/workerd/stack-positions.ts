@@ -1,7 +1,7 @@
 import { SourceMap } from "node:module";
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { WorkerBundle } from "../bundle.ts";
+import type { WorkerBundle } from "../bundle/bundle.ts";
 
 /**
  * workerd runs each Worker's bundle under the name of its main file, so the stack positions it
