@@ -30,6 +30,7 @@ export {
   type SettleResult,
   type CellCounts,
   type DeadMessage,
+  type PeekedMessage,
   type ReplayRange,
 } from "./queue-cell.ts";
 export { emptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";

@@ -150,6 +150,21 @@ export interface DeadMessage {
   body: Uint8Array;
 }
 
+/** A message as peekReady shows it: not leased, its delivery not counted. */
+export interface PeekedMessage {
+  id: string;
+  /** Cursor for the next page. */
+  seq: number;
+  /** When it can be leased: its send, or the end of its delay. */
+  availableAt: number;
+  deliveries: number;
+  sentAt: number;
+  enqueuedAt: number;
+  contentType: string;
+  attributes: string | null;
+  body: Uint8Array;
+}
+
 export interface ReplayRange {
   /** Dead-lettered at or after, ms. */
   fromMs?: number;
@@ -619,6 +634,29 @@ export class QueueCell {
         id: m.id,
         seq: m.seq,
         deadAt: m.dueAt,
+        deliveries: m.deliveries,
+        sentAt: m.sentAt,
+        enqueuedAt: m.enqueuedAt,
+        contentType: m.contentType,
+        attributes: m.attributes,
+        body: m.body,
+      })),
+    );
+  }
+
+  /**
+   * A page of the messages not leased, dead or moving: ready now or delayed, oldest first, read
+   * without leasing them (no delivery counted, no generation taken). For an operator's look.
+   */
+  async peekReady(options: { afterSeq?: number; limit?: number } = {}): Promise<PeekedMessage[]> {
+    this.assertOpen();
+    const limit = checkRange("limit", options.limit ?? 100, 1, limits.deadPageMessagesMax, { integer: true });
+    const after = options.afterSeq ?? 0;
+    return this.loop.submit(() =>
+      this.store.listByState(MessageState.ready, after, limit).map((m) => ({
+        id: m.id,
+        seq: m.seq,
+        availableAt: m.dueAt,
         deliveries: m.deliveries,
         sentAt: m.sentAt,
         enqueuedAt: m.enqueuedAt,

@@ -32,6 +32,7 @@ import { decodeProto, type ProtoTypeName } from "./proto-codec.ts";
 import { QueueDirectory, type WorkerQueueOptions } from "./queue-directory.ts";
 import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";
+import { peekRoutes } from "./routes-peek.ts";
 import { answerMetrics, metricsPath } from "./metrics-route.ts";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { queueRoutes } from "./routes-queues.ts";
@@ -102,7 +103,7 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
-export const apiRoutes: readonly Route[] = [...queueRoutes, ...messageRoutes, ...deadLetterRoutes, ...subscriptionRoutes];
+export const apiRoutes: readonly Route[] = [...queueRoutes, ...messageRoutes, ...deadLetterRoutes, ...peekRoutes, ...subscriptionRoutes];
 
 const bodyCaps = { control: apiLimits.controlBodyBytesMax, send: apiLimits.sendBodyBytesMax } as const;
 
