@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { onTestFinished } from "vitest";
-import { CellRegistry, ManualClock } from "@celld/queue-cell";
+import { CellRegistry, ManualClock, type Clock } from "@celld/queue-cell";
 import { ApiKeyStore, defaultWorkerEnv, startApiServer, type ApiScope } from "../src/api/index.ts";
 import { CelldMetrics } from "../src/metrics/celld-metrics.ts";
 import { MetricsEndpoint } from "../src/metrics/metrics-endpoint.ts";
@@ -16,9 +16,9 @@ export const promtoolPath = process.env["CELLD_PROMTOOL"] ?? "/usr/bin/promtool"
  * A real API server serving /metrics over a registry whose cells report to CelldMetrics, on a
  * fresh data directory with durable commits (so fsyncs are timed) and a ManualClock.
  */
-export async function metricsHarness(options: { public?: boolean } = {}) {
+export async function metricsHarness(options: { public?: boolean; clock?: Clock } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), "celld-metrics-"));
-  const clock = new ManualClock();
+  const clock = options.clock ?? new ManualClock();
   const metrics = new CelldMetrics({ workerEnv: defaultWorkerEnv });
   const registry = new CellRegistry({ dataDir, clock, durability: "full", observe: metrics.observerFor, syncFile: metrics.syncFile });
   const keys = ApiKeyStore.open(dataDir, { clock });
@@ -44,7 +44,7 @@ export async function metricsHarness(options: { public?: boolean } = {}) {
     const text = await res.body.text();
     return { status: res.statusCode, type: String(res.headers["content-type"] ?? ""), text };
   }
-  return { dataDir, clock, metrics, registry, keys, server, key, call };
+  return { dataDir, clock: clock as ManualClock, metrics, registry, keys, server, key, call };
 }
 
 /** The value of one series in Prometheus text, or undefined when it is not there. */

@@ -34,6 +34,7 @@ import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";
 import { peekRoutes } from "./routes-peek.ts";
 import { answerMetrics, metricsPath } from "./metrics-route.ts";
+import { answerDashboard, answerKey, isDashboardPath, keyPath } from "./dashboard-route.ts";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { queueRoutes } from "./routes-queues.ts";
 import { subscriptionRoutes } from "./routes-subscriptions.ts";
@@ -227,6 +228,8 @@ async function handle(
   try {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname === metricsPath) return await answerMetrics(req, res, deps.metrics, deps.keys);
+    if (url.pathname === keyPath) return answerKey(req, res, deps.keys);
+    if (isDashboardPath(url.pathname)) return answerDashboard(req, res, url.pathname);
     const match = router.match(req.method ?? "", url.pathname);
     if (match.kind === "none") throw new ApiError("not_found", `no route for ${req.method} ${url.pathname}`);
     if (match.kind === "method") {
