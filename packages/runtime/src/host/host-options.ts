@@ -1,0 +1,76 @@
+import type { Clock, Durability, CellRegistry } from "@celld/queue-cell";
+import type { BatchReport } from "@celld/bindings";
+import type { Miniflare } from "miniflare";
+import type { WorkerBundle } from "../bundle/bundle.ts";
+import type { Deployment } from "../config/index.ts";
+import type { HostLog } from "./host-log.ts";
+
+export interface HostOptions {
+  deployment: Deployment;
+  /** Cells, KV, D1, R2 and Durable Object storage live here and survive restarts. */
+  dataDir: string;
+  /** HTTP port of the first Worker; 0 picks a free one. */
+  port?: number;
+  host?: string;
+  clock?: Clock;
+  log?: HostLog;
+  durability?: Durability;
+  /** Close a queue's cell after it has been idle this long (it reopens on use). Unset: never. */
+  cellIdleCloseMs?: number;
+  /** Consumer wall-time limit in seconds (15 minutes unless a test sets less). */
+  consumerWallTimeSeconds?: number;
+  /** Body bytes all consumers' unsettled batches may hold (limits.consumerBatchBytesInFlightMax). */
+  consumerBatchBytesInFlightMax?: number;
+  /**
+   * The process's open-files limit, which bounds the cells kept open (see openCellsMaxFor). Read
+   * from /proc/self/limits on Linux unless set; elsewhere unknown, and limits.openCellsMax holds.
+   */
+  openFilesLimit?: number;
+  /**
+   * Told once if workerd exits while the host runs (not when close() stops it). Nothing runs a
+   * Worker after that; the host has logged it. `celld dev` stops.
+   */
+  onRuntimeExit?: () => void;
+  onBatch?: (report: BatchReport) => void;
+  /**
+   * Serve the first Worker through Miniflare's entry Worker with its trigger routes on
+   * (`/cdn-cgi/handler/scheduled`), as wrangler dev does, instead of on a socket of its own. Each
+   * request then costs workerd more CPU (see below), so only `celld dev --test-scheduled` asks.
+   */
+  triggerHandlers?: boolean;
+  /**
+   * Workers' plain bundles (bundleWorker with no options) already built, by Worker name: `celld
+   * dev --watch` builds them to check a change before it stops the running Workers, and the start
+   * does not build them again.
+   */
+  bundles?: ReadonlyMap<string, WorkerBundle>;
+  /**
+   * Serve the Workers' inspector (Chrome DevTools protocol) on 127.0.0.1 at this port, 0 for a free
+   * one; `Host.inspectorUrl` says where. Only the deployment's Workers are targets, not celld's own.
+   */
+  inspectorPort?: number;
+  /**
+   * V8 flags for workerd (defaultWorkerdV8Flags unless set; [] for workerd's own defaults).
+   * Process-wide: see miniflare-v8-flags.ts.
+   */
+  workerdV8Flags?: readonly string[];
+}
+
+export interface Host {
+  /** Where the first Worker answers HTTP. */
+  readonly url: URL;
+  readonly registry: CellRegistry;
+  /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
+  readonly unopenedQueues: readonly string[];
+  readonly miniflare: Miniflare;
+  /** The files the Workers were bundled from (`celld dev --watch` restarts when one changes). */
+  readonly sources: readonly string[];
+  /** Where the inspector answers (`ws://127.0.0.1:PORT`), with `inspectorPort`; else undefined. */
+  readonly inspectorUrl: URL | undefined;
+  /**
+   * Stops consumers (in-flight batches get `graceMs`), workerd and the cells. Called again, it
+   * returns the first call's promise (the first call's `graceMs` holds).
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
