@@ -35,7 +35,8 @@ export {
 } from "./queue-cell.ts";
 export { emptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
-export { SqliteCellStore, type Durability, type SqliteStoreOptions } from "./sqlite-store.ts";
+export { SqliteCellStore } from "./sqlite-store.ts";
+export type { Durability, SqliteStoreOptions } from "./sqlite-file.ts";
 export type { SyncFile } from "./wal-sync.ts";
 export {
   MessageState,

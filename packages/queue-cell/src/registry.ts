@@ -9,7 +9,7 @@ import { UlidSource } from "./ids.ts";
 import { limits } from "./limits.ts";
 import { QueueCell } from "./queue-cell.ts";
 import type { CellObserver } from "./cell-observer.ts";
-import type { Durability } from "./sqlite-store.ts";
+import type { Durability } from "./sqlite-file.ts";
 import type { SyncFile } from "./wal-sync.ts";
 
 export interface CellRegistryOptions {

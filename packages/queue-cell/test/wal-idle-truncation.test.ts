@@ -4,7 +4,7 @@ import Database from "better-sqlite3";
 import type { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { ManualClock, QueueCell, SqliteCellStore } from "../src/index.ts";
-import { walTruncateIdleMsDefault } from "../src/sqlite-store.ts";
+import { walTruncateIdleMsDefault } from "../src/sqlite-file.ts";
 import { CheckpointFlushError, truncationClaim, WalCheckpointer } from "../src/wal-checkpointer.ts";
 import { WalIndex } from "../src/wal-index.ts";
 import { refs, text, until } from "./cell-harness.ts";
