@@ -19,20 +19,19 @@ export {
   type DeadLetterPolicy,
 } from "./cell-config.ts";
 export type { OutgoingMessage, SendOptions } from "./send-input.ts";
-export {
-  QueueCell,
-  type QueueCellOptions,
-  type BacklogMetrics,
-  type SendResult,
-  type LeaseOptions,
-  type LeaseRef,
-  type NackRef,
-  type SettleResult,
-  type CellCounts,
-  type DeadMessage,
-  type PeekedMessage,
-  type ReplayRange,
-} from "./queue-cell.ts";
+export { QueueCell, type QueueCellOptions } from "./sqlite-queue-cell.ts";
+export type {
+  BacklogMetrics,
+  SendResult,
+  LeaseOptions,
+  LeaseRef,
+  NackRef,
+  SettleResult,
+  CellCounts,
+  DeadMessage,
+  PeekedMessage,
+  ReplayRange,
+} from "./cell-calls.ts";
 export { emptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
 export { SqliteCellStore } from "./sqlite-store.ts";

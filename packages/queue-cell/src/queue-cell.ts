@@ -1,15 +1,31 @@
+import {
+  backlogMetricsOf,
+  checkLeaseRef,
+  countsOf,
+  deadMessageOf,
+  peekedMessageOf,
+  type BacklogMetrics,
+  type CellCounts,
+  type DeadMessage,
+  type LeaseOptions,
+  type LeaseRef,
+  type NackRef,
+  type PeekedMessage,
+  type ReplayRange,
+  type SendResult,
+  type SettleResult,
+} from "./cell-calls.ts";
 import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
 import { emptyTally, isEmptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
+import { CellTime } from "./cell-time.ts";
 import { systemClock, type Clock } from "./clock.ts";
+import { DeadLetterMover, type DeadLetterTarget } from "./dead-letter-mover.ts";
 import { BackgroundWorkError, CellError, checkRange, isCellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
 import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
-import type { Durability } from "./sqlite-file.ts";
-import { SqliteCellStore } from "./sqlite-store.ts";
-import type { SyncFile } from "./wal-sync.ts";
-import { callStorageError } from "./storage-failure.ts";
+import { CallFailures } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop, type GroupFate } from "./write-loop.ts";
 
@@ -30,23 +46,25 @@ const sweepSliceRows = 5000;
  * at most about 50 ms, and other queues' calls and the host's requests run between the groups.
  */
 const bulkSliceRows = 5000;
-const moveSliceRows = 100;
-/**
- * A failed dead-letter move is tried again after this long, doubling while it keeps failing (a
- * full disk fails every attempt until space is freed), and from the shortest again after a move
- * that worked. A target that closed under a move is no failure: the shortest wait.
- */
-const moveRetryMsMin = 1000;
-const moveRetryMsMax = 30_000;
 
-export interface QueueCellOptions {
+/** What opening a store is given of its cell (see CellCoreOptions.store). */
+export interface StoreContext {
+  /** The cell's clock. */
+  clock: Clock;
+  /** Tells of the store's own background work that failed, naming the queue (onBackgroundError). */
+  backgroundFailed(work: string, retry: string, error: unknown): void;
+}
+
+/** Opens a cell's store. A failure of its storage is ERR_STORAGE; anything else is a bug. */
+export type OpenStore = (context: StoreContext) => CellStore;
+
+export interface CellCoreOptions {
   /** The queue's name, as errors and dead-letter moves name it. */
   name: string;
-  /** The SQLite file. Ignored when `store` is given. */
-  path?: string;
-  /** Another storage backend (it must pass the conformance suite). */
-  store?: CellStore;
-  durability?: Durability;
+  /** The store (it must pass the conformance suite), or how to open it. */
+  store: CellStore | OpenStore;
+  /** The store's file, if it has one: named when it is found damaged or misplaced. */
+  file?: string;
   clock?: Clock;
   ids?: UlidSource;
   /**
@@ -60,7 +78,7 @@ export interface QueueCellOptions {
    * Finds the cell a `{ kind: "queue" }` dead-letter policy names; undefined when there is no such
    * queue, and then the move keeps the messages in this queue's own dead-letter set.
    */
-  resolveCell?: (queue: string) => Promise<QueueCell | undefined>;
+  resolveCell?: (queue: string) => Promise<DeadLetterTarget | undefined>;
   /**
    * Told about failures of background work (dead-letter moves, lease expiry, checkpoints): a
    * BackgroundWorkError naming the queue, the work and what comes next.
@@ -70,121 +88,21 @@ export interface QueueCellOptions {
   onWarning?: (message: string) => void;
   /** Told what each committed group did, and of refused sends (the host's metrics). */
   observer?: CellObserver;
-  /** How the SQLite store flushes its log (fs.fdatasync); the host times it. */
-  syncFile?: SyncFile;
-}
-
-export interface BacklogMetrics {
-  /** Ready, delayed and leased messages. */
-  backlogCount: number;
-  backlogBytes: number;
-  /** Entry time of the oldest backlog message, ms; 0 when there is none. */
-  oldestMessageTimestamp: number;
-}
-
-export interface SendResult {
-  ids: string[];
-  metrics: BacklogMetrics;
-}
-
-export interface LeaseOptions {
-  /** Most messages to lease, 1 to 100. */
-  max: number;
-  visibilityTimeoutSeconds?: number;
-  /** Wait up to this long for a message when none is ready, 0 to 20 s. */
-  waitSeconds?: number;
-  /** Ends a wait early (the client went away); the lease then answers empty. */
-  signal?: AbortSignal;
-  /**
-   * With a wait: lease only once `max` messages are due, or when the wait ends, whatever is due
-   * then (possibly nothing). How a consumer fills a batch without a lease for every send.
-   */
-  fill?: boolean;
-  /**
-   * Who holds the lease, for expireLeasesOf: a host's own consumer names itself, so that its next
-   * start can end what a crash left leased. 0 (the default) is nobody in particular.
-   */
-  owner?: number;
-}
-
-export interface LeaseRef {
-  id: string;
-  leaseGeneration: number;
-}
-
-export interface NackRef extends LeaseRef {
-  delaySeconds?: number;
-}
-
-export interface SettleResult {
-  acked: number;
-  /** Returned to ready (now or after their delay). */
-  retried: number;
-  /** Nacked on their last allowed delivery, and so dead-lettered. */
-  deadLettered: number;
-  /** Not applied: another lease has taken the message since, or it is gone. */
-  staleLeases: LeaseRef[];
-}
-
-export interface CellCounts {
-  ready: number;
-  delayed: number;
-  leased: number;
-  dead: number;
-  /** Dead-lettered into another queue, not yet committed there. */
-  movingToDeadLetterQueue: number;
-  backlogBytes: number;
-  /** Entry time of the oldest backlog message, ms, or null. */
-  oldestMessageAt: number | null;
-}
-
-export interface DeadMessage {
-  id: string;
-  /** Cursor for the next page. */
-  seq: number;
-  deadAt: number;
-  deliveries: number;
-  sentAt: number;
-  enqueuedAt: number;
-  contentType: string;
-  attributes: string | null;
-  body: Uint8Array;
-}
-
-/** A message as peekReady shows it: not leased, its delivery not counted. */
-export interface PeekedMessage {
-  id: string;
-  /** Cursor for the next page. */
-  seq: number;
-  /** When it can be leased: its send, or the end of its delay. */
-  availableAt: number;
-  deliveries: number;
-  sentAt: number;
-  enqueuedAt: number;
-  contentType: string;
-  attributes: string | null;
-  body: Uint8Array;
-}
-
-export interface ReplayRange {
-  /** Dead-lettered at or after, ms. */
-  fromMs?: number;
-  /** Dead-lettered before, ms. */
-  toMs?: number;
 }
 
 /**
  * One queue: a durable single-writer store with fenced leases. Every mutation goes through one
  * write loop that commits concurrent calls together; a promise settles only after its commit.
+ * It keeps the rules over any CellStore; QueueCell (sqlite-queue-cell.ts) opens SQLite for it.
  */
-export class QueueCell {
+export class CellCore {
   readonly name: string;
   private readonly store: CellStore;
   private readonly clock: Clock;
   private readonly ids: UlidSource;
   private readonly loop: WriteLoop;
   private readonly waiters: LeaseWaiters;
-  private readonly resolveCell: ((queue: string) => Promise<QueueCell | undefined>) | undefined;
+  private readonly resolveCell: ((queue: string) => Promise<DeadLetterTarget | undefined>) | undefined;
   private readonly onBackgroundError: (error: unknown) => void;
   private readonly onWarning: (message: string) => void;
   private readonly observer: CellObserver | undefined;
@@ -193,34 +111,15 @@ export class QueueCell {
   private config: QueueConfig;
   private producerCallsInFlight = 0;
   /** Time never goes back inside a cell, so entry times rise with seq (retention relies on it). */
-  private lastNowMs: number;
-  /**
-   * How far the cell's time runs ahead of its clock's, once the clock has stood behind a time the
-   * cell already used (a restart with a slow clock, a clock set back by hand). Time then goes on
-   * from there at the clock's pace: held until the clock caught up, no delay would end, no lease
-   * expire and no long poll answer for as long as the clock was behind. Only ever grows.
-   */
-  private clockAheadMs = 0;
-  /** The clock in the cell's time: what its timers and long-poll deadlines are given. */
-  private readonly cellClock: Clock;
+  private readonly time: CellTime;
   private readyChanged = false;
   private movingAdded = false;
   private cancelTimer: (() => void) | undefined;
   private timerAtMs: number | undefined;
-  private mover: Promise<void> | undefined;
-  /** How long the next failed dead-letter move waits before it is tried again. */
-  private moveRetryMs = moveRetryMsMin;
-  /** Cancels the timer of a move waiting to be tried again; new dead letters wait for it too. */
-  private cancelMoveRetry: (() => void) | undefined;
+  private readonly mover: DeadLetterMover;
   private closed = false;
-  /**
-   * A flush failed, or the store found its file damaged: by the CellStore contract, the store
-   * takes no more transactions.
-   */
-  private writesStopped = false;
-  /** The SQLite file, when the cell opened one: named when it is found damaged. */
-  private readonly file: string | undefined;
-  private readonly syncFile: SyncFile | undefined;
+  /** How a failed call is told to its caller (storage-failure.ts). */
+  private readonly failures: CallFailures;
   private lastActivityMs = 0;
   /** Expired rows remain that the sweep's slices have not reached yet (see sweepSliceRows). */
   private sweeping = false;
@@ -234,19 +133,16 @@ export class QueueCell {
    */
   private maintenanceDueAt = -Infinity;
 
-  constructor(options: QueueCellOptions) {
+  constructor(options: CellCoreOptions) {
     this.name = options.name;
-    this.file = options.store === undefined ? options.path : undefined;
-    if (options.store === undefined && options.path === undefined) {
-      throw new TypeError("QueueCell needs a path or a store");
-    }
+    // The store is not there yet when opening it fails.
+    this.failures = new CallFailures(this.name, options.file, () => (this.store as CellStore | undefined)?.failed !== undefined);
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
     this.onWarning = options.onWarning ?? (() => {});
     this.observer = options.observer;
-    this.syncFile = options.syncFile;
     // Before the store: its log is truncated after a quiet spell on this clock.
     this.clock = options.clock ?? systemClock;
-    this.store = options.store ?? this.openSqliteStore(options.path!, options.durability ?? "full");
+    this.store = typeof options.store === "function" ? this.openStore(options.store) : options.store;
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
     let stored: string | undefined;
@@ -261,13 +157,9 @@ export class QueueCell {
       this.store.close();
       throw error;
     }
-    this.lastNowMs = Math.max(this.store.newestEnqueuedAt() ?? 0, options.notBeforeMs ?? 0);
+    this.time = new CellTime(this.clock, Math.max(this.store.newestEnqueuedAt() ?? 0, options.notBeforeMs ?? 0));
     // Read now, not at the first call: a clock behind is measured from the open.
     this.now();
-    this.cellClock = {
-      now: () => this.now(),
-      schedule: (atMs, fn) => this.clock.schedule(atMs - this.clockAheadMs, fn),
-    };
     this.loop = new WriteLoop({
       transaction: (fn) => {
         try {
@@ -286,7 +178,7 @@ export class QueueCell {
       now: () => this.now(),
       beforeGroup: (nowMs) => {
         // In the clock's time, as the registry that closes idle cells reads it.
-        this.lastActivityMs = nowMs - this.clockAheadMs;
+        this.lastActivityMs = this.time.toClockMs(nowMs);
         // A group that rolled back before its end swept nothing.
         this.sweptInGroup = 0;
         this.tally = emptyTally();
@@ -295,7 +187,18 @@ export class QueueCell {
       endOfGroup: (nowMs) => this.endOfGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
-    this.waiters = new LeaseWaiters(this.cellClock, () => this.serveWaiters());
+    this.waiters = new LeaseWaiters(this.time.clock, () => this.serveWaiters());
+    this.mover = new DeadLetterMover({
+      name: this.name,
+      store: this.store,
+      loop: this.loop,
+      clock: this.clock,
+      policy: () => this.config.deadLetter,
+      resolveCell: this.resolveCell,
+      isClosed: () => this.closed,
+      onWarning: (message) => this.onWarning(message),
+      backgroundFailed: (work, retry, error) => this.backgroundFailed(work, retry, error),
+    });
     try {
       // Written only when changed: a reopen that wrote them again left a commit to flush and a
       // log to checkpoint at close for every open of an unchanged queue.
@@ -563,7 +466,7 @@ export class QueueCell {
           return heads.length;
         })
         .catch((error: unknown) => {
-          throw this.slicedCallFailed(error, replayed, "replayed", "only what is still dead is replayed again");
+          throw this.failures.slicedFailed(error, { doneMessages: replayed, sliceRows: bulkSliceRows, done: "replayed", repeat: "only what is still dead is replayed again" });
         });
       replayed += slice;
       if (slice < bulkSliceRows) return { replayed };
@@ -590,7 +493,7 @@ export class QueueCell {
           return deleted;
         })
         .catch((error: unknown) => {
-          throw this.slicedCallFailed(error, purged, "deleted", "it deletes what is left");
+          throw this.failures.slicedFailed(error, { doneMessages: purged, sliceRows: bulkSliceRows, done: "deleted", repeat: "it deletes what is left" });
         });
       if (slice === 0) return { purged };
       purged += slice;
@@ -599,7 +502,7 @@ export class QueueCell {
 
   async counts(): Promise<CellCounts> {
     this.assertOpen();
-    return this.loop.submit((nowMs) => this.countsAt(nowMs));
+    return this.loop.submit((nowMs) => countsOf(this.store, nowMs));
   }
 
   /**
@@ -608,21 +511,7 @@ export class QueueCell {
    */
   committedCounts(): CellCounts {
     this.assertOpen();
-    return this.countsAt(this.now());
-  }
-
-  private countsAt(nowMs: number): CellCounts {
-    const totals = this.store.totals();
-    const delayed = this.store.countDelayed(nowMs);
-    return {
-      ready: totals.ready - delayed,
-      delayed,
-      leased: totals.leased,
-      dead: totals.dead,
-      movingToDeadLetterQueue: totals.moving,
-      backlogBytes: totals.backlogBytes,
-      oldestMessageAt: this.store.oldestBacklogEnqueuedAt(),
-    };
+    return countsOf(this.store, this.now());
   }
 
   /** A page of the dead-letter set, oldest first; pass the last `seq` as `afterSeq` for the next. */
@@ -630,19 +519,7 @@ export class QueueCell {
     this.assertOpen();
     const limit = checkRange("limit", options.limit ?? 100, 1, limits.deadPageMessagesMax, { integer: true });
     const after = options.afterSeq ?? 0;
-    return this.loop.submit(() =>
-      this.store.listByState(MessageState.dead, after, limit).map((m) => ({
-        id: m.id,
-        seq: m.seq,
-        deadAt: m.dueAt,
-        deliveries: m.deliveries,
-        sentAt: m.sentAt,
-        enqueuedAt: m.enqueuedAt,
-        contentType: m.contentType,
-        attributes: m.attributes,
-        body: m.body,
-      })),
-    );
+    return this.loop.submit(() => this.store.listByState(MessageState.dead, after, limit).map(deadMessageOf));
   }
 
   /**
@@ -653,19 +530,7 @@ export class QueueCell {
     this.assertOpen();
     const limit = checkRange("limit", options.limit ?? 100, 1, limits.deadPageMessagesMax, { integer: true });
     const after = options.afterSeq ?? 0;
-    return this.loop.submit(() =>
-      this.store.listByState(MessageState.ready, after, limit).map((m) => ({
-        id: m.id,
-        seq: m.seq,
-        availableAt: m.dueAt,
-        deliveries: m.deliveries,
-        sentAt: m.sentAt,
-        enqueuedAt: m.enqueuedAt,
-        contentType: m.contentType,
-        attributes: m.attributes,
-        body: m.body,
-      })),
-    );
+    return this.loop.submit(() => this.store.listByState(MessageState.ready, after, limit).map(peekedMessageOf));
   }
 
   /** Changes settings; they apply to later deliveries and are persisted. */
@@ -725,10 +590,8 @@ export class QueueCell {
     this.waiters.closeAll();
     this.cancelTimer?.();
     this.cancelTimer = undefined;
-    this.cancelMoveRetry?.();
-    this.cancelMoveRetry = undefined;
     await this.loop.close();
-    await this.mover?.catch(() => undefined);
+    await this.mover.stop();
     this.store.close();
   }
 
@@ -737,18 +600,12 @@ export class QueueCell {
   }
 
   /**
-   * The cell's time, ms: its clock's, but never going back (see clockAheadMs). The times it hands
+   * The cell's time, ms: its clock's, but never going back (see CellTime). The times it hands
    * out (availableAt, leaseExpiresAt, sentAt) are in it, so a caller measuring from one of them
    * (a consumer's batch window) reads this, not the clock.
    */
   now(): number {
-    const now = this.clock.now() + this.clockAheadMs;
-    if (now >= this.lastNowMs) {
-      this.lastNowMs = now;
-    } else {
-      this.clockAheadMs += this.lastNowMs - now;
-    }
-    return this.lastNowMs;
+    return this.time.now();
   }
 
   /**
@@ -762,7 +619,7 @@ export class QueueCell {
     // A cell whose flush failed stays open and refusing until celld restarts, as its errors say:
     // closed as idle, it would open again on the next call and take writes on the same disk.
     if (this.store.failed !== undefined) return undefined;
-    if (this.waiters.size > 0 || this.mover !== undefined) return undefined;
+    if (this.waiters.size > 0 || this.mover.busy) return undefined;
     const totals = this.store.totals();
     if (totals.leased > 0 || totals.moving > 0) return undefined;
     return this.lastActivityMs;
@@ -860,21 +717,16 @@ export class QueueCell {
   }
 
   private metrics(): BacklogMetrics {
-    const totals = this.store.totals();
-    return {
-      backlogCount: totals.ready + totals.leased,
-      backlogBytes: totals.backlogBytes,
-      oldestMessageTimestamp: this.store.oldestBacklogEnqueuedAt() ?? 0,
-    };
+    return backlogMetricsOf(this.store);
   }
 
   // ---- after a commit ----
 
   private afterCommit(nowMs: number): void {
     if (this.closed) return;
-    if (this.movingAdded || (this.mover === undefined && this.store.totals().moving > 0)) {
+    if (this.movingAdded || (!this.mover.busy && this.store.totals().moving > 0)) {
       this.movingAdded = false;
-      this.startMover();
+      this.mover.start();
     }
     this.armTimer(nowMs);
   }
@@ -948,7 +800,7 @@ export class QueueCell {
     this.cancelTimer = undefined;
     this.timerAtMs = at;
     if (at === undefined) return;
-    this.cancelTimer = this.cellClock.schedule(at, () => {
+    this.cancelTimer = this.time.clock.schedule(at, () => {
       this.cancelTimer = undefined;
       this.timerAtMs = undefined;
       void this.tick().catch((error: unknown) =>
@@ -957,77 +809,9 @@ export class QueueCell {
     });
   }
 
-  private startMover(): void {
-    if (this.mover !== undefined || this.cancelMoveRetry !== undefined) return;
-    this.mover = this.moveDeadLetters()
-      .catch((error: unknown) => {
-        // A target closed under the move (idle, or the host stopping) is no failure: the rows
-        // stay moving, and the move is taken up again below, or at the next open.
-        const targetClosed = isCellError(error, "ERR_CELL_CLOSED");
-        const wait = targetClosed ? moveRetryMsMin : this.moveRetryMs;
-        if (!targetClosed) {
-          this.moveRetryMs = Math.min(2 * this.moveRetryMs, moveRetryMsMax);
-          const policy = this.config.deadLetter;
-          const work = policy.kind === "queue" ? `moving dead letters to "${policy.queue}"` : "keeping dead letters in its own set";
-          this.backgroundFailed(work, `tried again in ${wait / msPerSecond} s`, error);
-        }
-        if (!this.closed) {
-          this.cancelMoveRetry = this.clock.schedule(this.clock.now() + wait, () => {
-            this.cancelMoveRetry = undefined;
-            if (!this.closed) this.startMover();
-          });
-        }
-      })
-      .finally(() => {
-        this.mover = undefined;
-      });
-  }
-
-  /** Target first, then source: a crash between the two leaves a row that is moved again, once. */
-  private async moveDeadLetters(): Promise<void> {
-    const policy = this.config.deadLetter;
-    while (!this.closed) {
-      const rows = this.store.listByState(MessageState.moving, 0, moveSliceRows);
-      if (rows.length === 0) return;
-      // The policy changed since these were dead-lettered, or its queue does not exist (deleted, or
-      // never created): keep them in this queue's own set, where they can be listed and replayed.
-      // Waiting for the queue instead would retry for ever, and hand a queue created later under
-      // that name messages older than itself.
-      const target = policy.kind === "queue" ? await this.resolveCell?.(policy.queue) : undefined;
-      if (target === undefined) {
-        const kept = await this.loop.submit((nowMs) => {
-          let n = 0;
-          this.forEachStillMoving(rows, (head) => {
-            this.store.setState(head, MessageState.dead, nowMs);
-            n += 1;
-          });
-          return n;
-        });
-        if (policy.kind === "queue" && kept > 0) {
-          this.onWarning(
-            `queue "${this.name}": its dead-letter queue "${policy.queue}" does not exist; ` +
-              `${kept} dead-lettered message(s) kept in this queue's own dead-letter set instead`,
-          );
-        }
-        continue;
-      }
-      await target.receiveDeadLetters(rows);
-      await this.loop.submit(() => this.forEachStillMoving(rows, (head) => this.store.remove(head)));
-      this.moveRetryMs = moveRetryMsMin;
-    }
-  }
-
   /** Reports background work that failed and will be retried, naming this queue and the work. */
   private backgroundFailed(work: string, retry: string, error: unknown): void {
     this.onBackgroundError(new BackgroundWorkError(this.name, work, retry, error));
-  }
-
-  /** Inside a group: `act` on each of `rows` that is still moving (a purge may have taken it since). */
-  private forEachStillMoving(rows: readonly StoredMessage[], act: (head: MessageHead) => void): void {
-    for (const row of rows) {
-      const head = this.store.head(row.id);
-      if (head?.state === MessageState.moving) act(head);
-    }
   }
 
   private checkDeadLetterTarget(config: QueueConfig): void {
@@ -1041,58 +825,17 @@ export class QueueCell {
   }
 
   /**
-   * The SQLite store for `path`. A file that cannot be opened (a full disk, a read-only file
-   * system) is a storage failure of the call that opens the cell, not a bug: it comes out as
-   * ERR_STORAGE, and the next call tries again.
+   * A store that cannot be opened (a full disk, a read-only file system) is a storage failure of
+   * the call that opens the cell, not a bug: it comes out as ERR_STORAGE, and the next call tries
+   * again. The store reports its backend's failures as ERR_STORAGE naming the file; anything else
+   * is a bug and is thrown as it is.
    */
-  private openSqliteStore(path: string, durability: Durability): SqliteCellStore {
+  private openStore(open: OpenStore): CellStore {
     try {
-      return new SqliteCellStore(path, {
-        durability,
-        clock: this.clock,
-        ...(this.syncFile === undefined ? {} : { syncFile: this.syncFile }),
-        // The store's own background work: the checkpoint, tried again after the next flush unless
-        // its flush failed (then the store takes no more writes: its `failed`, the error told
-        // here); and the compaction of a mostly free file, which loses nothing when it fails.
-        onBackgroundError: (error, work) =>
-          work === "compaction"
-            ? this.backgroundFailed("giving its file's free space back", "tried again later", error)
-            : this.backgroundFailed(
-                "copying its log into its database file",
-                this.store.failed === error ? "not tried again" : "tried again after the next flush",
-                error,
-              ),
-      });
+      return open({ clock: this.clock, backgroundFailed: (work, retry, error) => this.backgroundFailed(work, retry, error) });
     } catch (error) {
-      // The store reports SQLite's and the file system's failures as ERR_STORAGE naming the file;
-      // anything else is a bug and is thrown as it is.
       throw isCellError(error, "ERR_STORAGE") ? this.callFailed(error, "commit") : error;
     }
-  }
-
-  /**
-   * A call's failure as its caller gets it: a storage failure says what the call left behind
-   * (storage-failure.ts). "commit": the transaction failed and wrote nothing. "flush": it
-   * committed, but the log's flush failed, and the store takes no more writes from then on.
-   */
-  private callFailed(error: unknown, step: "commit" | "flush"): unknown {
-    // A failed flush stops writes; so does one the store met on its own (a checkpoint's flush of
-    // the database file). The store is not there yet when opening it failed.
-    if (step === "flush" || (this.store as CellStore | undefined)?.failed !== undefined) this.writesStopped = true;
-    return callStorageError(error, this.name, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped }, this.file);
-  }
-
-  /**
-   * A replay's or purge's failure in a slice after the first: the slices before it stay done, so
-   * the usual "nothing of this call was written" would be wrong. A failed flush says already that
-   * the call may have taken effect.
-   */
-  private slicedCallFailed(error: unknown, doneMessages: number, done: string, repeat: string): unknown {
-    if (doneMessages === 0 || !isCellError(error, "ERR_STORAGE") || error.storage?.mayHaveTakenEffect !== false) return error;
-    const words =
-      `${doneMessages} messages were ${done} before it failed (in groups of at most ${bulkSliceRows} rows, each committed on its own), ` +
-      `and stay ${done}; repeating the call is safe: ${repeat}`;
-    return callStorageError(error.cause, this.name, { mayHaveTakenEffect: true, writesStopped: this.writesStopped }, this.file, words);
   }
 
   /**
@@ -1103,30 +846,15 @@ export class QueueCell {
   private checkStoredName(): void {
     const stored = this.store.getMeta("name");
     if (stored === undefined || stored === this.name) return;
-    const file = this.file === undefined ? "its store" : this.file;
-    const cause = Object.assign(new Error(`the file holds queue "${stored}", not "${this.name}"`), { code: "ERR_CELL_FILE_MISPLACED" });
-    throw this.callFailed(
-      new CellError(
-        "ERR_STORAGE",
-        `the queue's storage failed: opening ${file}: ${cause.message}: it was copied or renamed here; nothing in it was ` +
-          `changed: move it away (queue "${this.name}" then starts empty), or back to where queue "${stored}" keeps its file`,
-        { cause },
-      ),
-      "commit",
-    );
+    throw this.callFailed(this.failures.misplacedFile(stored), "commit");
+  }
+
+  /** See CallFailures.failed. */
+  private callFailed(error: unknown, step: "commit" | "flush"): unknown {
+    return this.failures.failed(error, step);
   }
 
   private assertOpen(): void {
     if (this.closed) throw new CellError("ERR_CELL_CLOSED", `queue "${this.name}" is closed`);
-  }
-}
-
-/** `list[index]` names the ref in an error; the name is built only then (this runs for every ack). */
-function checkLeaseRef(list: string, index: number, ref: LeaseRef): void {
-  if (ref === null || typeof ref !== "object" || typeof ref.id !== "string" || ref.id.length === 0) {
-    throw new CellError("ERR_INVALID", `${list}[${index}].id must name a message`, { field: `${list}[${index}].id` });
-  }
-  if (!Number.isSafeInteger(ref.leaseGeneration) || ref.leaseGeneration < 1) {
-    checkRange(`${list}[${index}].leaseGeneration`, ref.leaseGeneration, 1, Number.MAX_SAFE_INTEGER, { integer: true });
   }
 }

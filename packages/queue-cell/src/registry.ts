@@ -7,7 +7,7 @@ import { systemClock, type Clock } from "./clock.ts";
 import { CellError } from "./errors.ts";
 import { UlidSource } from "./ids.ts";
 import { limits } from "./limits.ts";
-import { QueueCell } from "./queue-cell.ts";
+import { QueueCell } from "./sqlite-queue-cell.ts";
 import type { CellObserver } from "./cell-observer.ts";
 import type { Durability } from "./sqlite-file.ts";
 import type { SyncFile } from "./wal-sync.ts";

@@ -77,3 +77,60 @@ export function callStorageError(
   const storage: StorageFailure = { queue, ...(file === undefined ? {} : { file }), cause, detail, ...state };
   return new CellError("ERR_STORAGE", message + damagedFileAdvice(storage), { cause: error, storage });
 }
+
+/**
+ * A cell's failed calls as its callers get them: a storage failure says what the call left behind
+ * (callStorageError). One per cell: it remembers that the cell's writes stopped.
+ */
+export class CallFailures {
+  /**
+   * A flush failed, or the store found its file damaged: by the CellStore contract, the store
+   * takes no more transactions.
+   */
+  private writesStopped = false;
+
+  constructor(
+    private readonly queue: string,
+    /** The store's file, if it has one: named when it is found damaged. */
+    private readonly file: string | undefined,
+    /** Whether the store says it takes no more writes (CellStore.failed). */
+    private readonly storeFailed: () => boolean,
+  ) {}
+
+  /**
+   * "commit": the transaction failed and wrote nothing. "flush": it committed, but the log's flush
+   * failed, and the store takes no more writes from then on.
+   */
+  failed(error: unknown, step: "commit" | "flush"): unknown {
+    // A failed flush stops writes; so does one the store met on its own (a checkpoint's flush of
+    // the database file).
+    if (step === "flush" || this.storeFailed()) this.writesStopped = true;
+    return callStorageError(error, this.queue, { mayHaveTakenEffect: step === "flush", writesStopped: this.writesStopped }, this.file);
+  }
+
+  /**
+   * A replay's or purge's failure in a slice after the first: the slices before it stay done, so
+   * the usual "nothing of this call was written" would be wrong. A failed flush says already that
+   * the call may have taken effect.
+   */
+  slicedFailed(error: unknown, call: { doneMessages: number; sliceRows: number; done: string; repeat: string }): unknown {
+    const { doneMessages, sliceRows, done, repeat } = call;
+    if (doneMessages === 0 || !isCellError(error, "ERR_STORAGE") || error.storage?.mayHaveTakenEffect !== false) return error;
+    const words =
+      `${doneMessages} messages were ${done} before it failed (in groups of at most ${sliceRows} rows, each committed on its own), ` +
+      `and stay ${done}; repeating the call is safe: ${repeat}`;
+    return callStorageError(error.cause, this.queue, { mayHaveTakenEffect: true, writesStopped: this.writesStopped }, this.file, words);
+  }
+
+  /** The store holds the queue `stored`, not this one (see QueueCell's checkStoredName). */
+  misplacedFile(stored: string): CellError {
+    const file = this.file === undefined ? "its store" : this.file;
+    const cause = Object.assign(new Error(`the file holds queue "${stored}", not "${this.queue}"`), { code: "ERR_CELL_FILE_MISPLACED" });
+    return new CellError(
+      "ERR_STORAGE",
+      `the queue's storage failed: opening ${file}: ${cause.message}: it was copied or renamed here; nothing in it was ` +
+        `changed: move it away (queue "${this.queue}" then starts empty), or back to where queue "${stored}" keeps its file`,
+      { cause },
+    );
+  }
+}
