@@ -43,9 +43,9 @@ max_retries = -1
 });
 
 test("with no -c, celld dev finds the config in a parent directory as wrangler would, and names the files it passed over", async () => {
-  // wrangler.json wins over wrangler.toml; it lacks compatibility_date, so nothing starts.
+  // wrangler.json wins over wrangler.toml; it lacks main, so nothing starts.
   const p = projectWith({
-    "wrangler.json": JSON.stringify({ name: "app", main: "worker.js" }),
+    "wrangler.json": JSON.stringify({ name: "app", compatibility_date: "2026-04-01" }),
     "wrangler.toml": `name = "toml"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n`,
     "worker.js": "export default {};",
     "src/keep": "",
@@ -53,7 +53,7 @@ test("with no -c, celld dev finds the config in a parent directory as wrangler w
   const r = run(["dev", "--port", "0"], join(p.dir, "src"));
   expect(await r.exited).toBe(78);
   expect(r.output()).toContain(`${p.dir} has wrangler.json, wrangler.toml: using wrangler.json and ignoring wrangler.toml`);
-  expect(r.output()).toContain(`${join("..", "wrangler.json")}: compatibility_date: is required`);
+  expect(r.output()).toContain(`${join("..", "wrangler.json")}: main: is required`);
 });
 
 test("a deployment its files keep from starting exits 78 (EX_CONFIG), not 1, whatever the file at fault", async () => {

@@ -39,7 +39,6 @@ describe("the wrangler keys celld does not act on", () => {
       no_bundle: true,
       site: { bucket: "./public" },
       tail_consumers: [{ service: "tail" }],
-      d1_databases: [{ binding: "DB", database_name: "db", database_id: "d1", migrations_dir: "migrations" }],
     });
     expect(formatWarnings(deployment.warnings)).toEqual([
       "w.json: build: is not run: celld does not run [build] command, so run it yourself before celld dev; otherwise " +
@@ -54,9 +53,6 @@ describe("the wrangler keys celld does not act on", () => {
       "w.json: site: is not supported (Workers Sites): the bucket is not served, env.__STATIC_CONTENT is undefined and an " +
         "import of __STATIC_CONTENT_MANIFEST fails to bundle; move the files to [assets], which celld serves",
       "w.json: tail_consumers: is ignored: celld runs no Tail Workers, so the Workers named here get no tail() events from this one",
-      "w.json: d1_databases[0].migrations_dir: is not used: celld does not apply D1 migrations, so the database has only " +
-        "the tables the Worker creates; to apply them, stop celld and run the files in order with sqlite3 on the " +
-        "database's file in <data>/miniflare/d1/miniflare-D1DatabaseObject/",
     ]);
   });
 });

@@ -30,7 +30,7 @@ test("triggers and crons of the wrong type are refused, showing the value", () =
 
 test("a key beside crons is warned about, and an environment inherits the top level's crons as wrangler does", () => {
   expect(parseOne({ triggers: { crons: [], cron: ["* * * * *"] } }).warnings.map((w) => `${w.path}: ${w.message}`)).toEqual([
-    'triggers.cron: is not a key celld knows; ignored (did you mean "crons"?)',
+    'triggers.cron: is not a key celld knows, so it has no effect (did you mean "crons"?)',
   ]);
   const text = JSON.stringify({
     name: "w",

@@ -416,7 +416,7 @@ describe("secrets.required: only the listed names come from the files", () => {
   test("an unknown key under secrets is warned about", () => {
     const deployment = parseDeployment([config("app", { secrets: { required: [], optional: ["X"] } })], { fileExists: () => true });
     expect(deployment.warnings).toEqual([
-      { file: join("app", "wrangler.json"), path: "secrets.optional", message: "is not a key celld knows; ignored" },
+      { file: join("app", "wrangler.json"), path: "secrets.optional", message: "is not a key celld knows, so it has no effect" },
     ]);
   });
 });

@@ -106,7 +106,7 @@ describe("--env NAME: problems inside a section are named by their path in it", 
     expect(deployment.warnings).toContainEqual({
       file: "wrangler.json",
       path: "env.production.queus",
-      message: 'is not a key celld knows; ignored (did you mean "queues"?)',
+      message: 'is not a key celld knows, so it has no effect (did you mean "queues"?)',
     });
   });
 

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { describe, expect, test } from "vitest";
 import { isConfigError, loadDeployment, parseDeployment, type ConfigIssue } from "../src/config/index.ts";
 
@@ -44,7 +44,9 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
           },
         ],
         kvNamespaces: [{ binding: "CACHE", id: "kv-1" }],
-        d1Databases: [{ binding: "DB", databaseName: "app", databaseId: "d1-1" }],
+        d1Databases: [
+          { binding: "DB", databaseName: "app", databaseId: "d1-1", migrationsDir: join(dirname(path), "migrations"), migrationsTable: "d1_migrations" },
+        ],
         r2Buckets: [{ binding: "FILES", bucketName: "files" }],
         durableObjects: [{ name: "COUNTER", className: "Counter" }],
         durableObjectClasses: [{ className: "Counter", storage: "kv" }],

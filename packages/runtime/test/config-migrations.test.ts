@@ -88,7 +88,7 @@ describe("migrations decide each Durable Object class's storage, as on Cloudflar
   test("an unknown key in a migration warns, naming the key it was probably meant to be", () => {
     const deployment = parse({ migrations: [{ tag: "v1", new_sqlite_class: ["A"] }] });
     expect(formatWarnings(deployment.warnings)).toEqual([
-      'w.json: migrations[0].new_sqlite_class: is not a key celld knows; ignored (did you mean "new_sqlite_classes"?)',
+      'w.json: migrations[0].new_sqlite_class: is not a key celld knows, so it has no effect (did you mean "new_sqlite_classes"?)',
     ]);
   });
 });

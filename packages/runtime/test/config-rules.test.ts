@@ -2,6 +2,7 @@ import { limits } from "@celld/queue-cell";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
+import { supportedCompatibilityDate } from "miniflare";
 import {
   formatWarnings,
   loadDeployment,
@@ -129,22 +130,45 @@ describe("deployment-wide rules", () => {
     ]);
   });
 
-  test("service bindings and Durable Object script names must name a Worker of the deployment", () => {
+  test("a service binding or Durable Object script_name naming a Worker not in the deployment is a warning, and starts", () => {
     const config = {
       name: "w",
       services: [{ binding: "ME", service: "w" }, { binding: "AUTH", service: "auth" }],
       durable_objects: { bindings: [{ name: "C", class_name: "Counter", script_name: "counters" }] },
     };
-    expect(issuesOf(() => parseDeployment(files(config), everyFileExists))).toEqual([
+    const deployment = parseDeployment(files(config), everyFileExists);
+    expect(deployment.workers[0]?.services.map((s) => s.service)).toEqual(["w", "auth"]);
+    expect(deployment.warnings.filter((w) => !w.path.startsWith("compatibility_date"))).toEqual([
       {
         file: "w.json",
         path: "services[1].service",
-        message: `no Worker named "auth" in this deployment (its Workers: "w")`,
+        message:
+          `no Worker named "auth" in this deployment (its Workers: "w"); started without it: requests through ` +
+          "env.AUTH are answered 503, naming it",
       },
       {
         file: "w.json",
         path: "durable_objects.bindings[0].script_name",
-        message: `no Worker named "counters" in this deployment (its Workers: "w")`,
+        message:
+          `no Worker named "counters" in this deployment (its Workers: "w"); started without it: calls through ` +
+          "env.C fail with an error naming it",
+      },
+    ]);
+  });
+});
+
+describe("compatibility_date", () => {
+  test.each([[undefined], ["<COMPATIBILITY_DATE>"]])("%s runs on the newest date this workerd supports, with a warning", (date) => {
+    const deployment = parseDeployment(files({ name: "w", compatibility_date: date }), everyFileExists);
+    expect(deployment.workers[0]?.compatibilityDate).toBe(supportedCompatibilityDate);
+    const what = date === undefined ? "is not set" : 'is the template placeholder "<COMPATIBILITY_DATE>"';
+    expect(deployment.warnings).toEqual([
+      {
+        file: "w.json",
+        path: "compatibility_date",
+        message:
+          `${what}; running with "${supportedCompatibilityDate}", the newest date this workerd supports (as wrangler ` +
+          `dev does); write compatibility_date = "${supportedCompatibilityDate}" to keep it when celld is upgraded`,
       },
     ]);
   });
@@ -187,7 +211,6 @@ describe("every error at once", () => {
     expect(issues).toEqual([
       { file: "w.json", path: "name", message: "is required" },
       { file: "w.json", path: "main", message: "is required" },
-      { file: "w.json", path: "compatibility_date", message: "is required" },
       { file: "w.json", path: "vars.A", message: "must be a string, number, boolean or JSON object, got null" },
       { file: "w.json", path: "queues.producers[0].binding", message: "is required" },
     ]);
@@ -237,18 +260,18 @@ describe("warnings", () => {
     };
     const deployment = parseDeployment(files(config), everyFileExists);
     expect(deployment.warnings).toEqual([
-      { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
+      { file: "w.json", path: "mian", message: 'is not a key celld knows, so it has no effect (did you mean "main"?)' },
       { file: "w.json", path: "env", message: "named environments are read only with --env NAME (or CLOUDFLARE_ENV); running the top-level configuration" },
       { file: "w.json", path: "routes", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
-      { file: "w.json", path: "constructor", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "constructor", message: "is not a key celld knows, so it has no effect" },
       { file: "w.json", path: "queues.producers[0].remote", message: "is ignored: celld runs every binding locally, on its data directory" },
       {
         file: "w.json",
         path: "queues.consumers[0].max_batch_sise",
-        message: 'is not a key celld knows; ignored (did you mean "max_batch_size"?)',
+        message: 'is not a key celld knows, so it has no effect (did you mean "max_batch_size"?)',
       },
-      { file: "w.json", path: "queues.pullers", message: "is not a key celld knows; ignored" },
+      { file: "w.json", path: "queues.pullers", message: "is not a key celld knows, so it has no effect" },
     ]);
     expect(deployment.workers[0]?.consumers[0]?.maxBatchSize).toBe(limits.maxBatchSizeDefault);
   });
@@ -292,7 +315,7 @@ describe("warnings", () => {
     const error = failure(() => parseDeployment(files({ name: "w", mian: "x.js", main: undefined }), everyFileExists));
     expect(error.issues).toEqual([{ file: "w.json", path: "main", message: "is required" }]);
     expect(error.warnings).toEqual([
-      { file: "w.json", path: "mian", message: 'is not a key celld knows; ignored (did you mean "main"?)' },
+      { file: "w.json", path: "mian", message: 'is not a key celld knows, so it has no effect (did you mean "main"?)' },
     ]);
   });
 
@@ -311,7 +334,7 @@ describe("warnings", () => {
       "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
       "a.json: dev: is ignored: celld dev takes its address from --port and --host",
       "b.json: routes: is a deploy setting with no effect on a local host; ignored",
-      "b.json: colour: is not a key celld knows; ignored",
+      "b.json: colour: is not a key celld knows, so it has no effect",
     ]);
   });
 });

@@ -54,6 +54,11 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
        celld keys revoke KEY_ID [--data DIR] [-c FILE]
                       the data directory as celld dev finds it: --data, else .celld beside
                       the config (-c, or found as wrangler finds it)
+       celld d1 migrations list|apply DATABASE [-c FILE]... [-e ENV] [--data DIR]
+       celld d1 execute DATABASE (--command SQL | --file FILE) [-c FILE]... [-e ENV] [--data DIR]
+                      a Worker's D1 database (its database_name or binding) in the data
+                      directory celld dev uses, while celld is stopped; applied migrations are
+                      recorded in d1_migrations, as wrangler d1 migrations apply --local does
        celld --version     celld's version, and the workerd and Miniflare it runs Workers in
 
   scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
@@ -252,7 +257,7 @@ export const cloudflareEnvVariable = "CLOUDFLARE_ENV";
  * be an `[env.NAME]` table's key and a Worker name's suffix, is refused here rather than found
  * missing in every config.
  */
-function environmentName(flag: string | undefined, processEnv: Readonly<Record<string, string | undefined>>): string | undefined {
+export function environmentName(flag: string | undefined, processEnv: Readonly<Record<string, string | undefined>>): string | undefined {
   const fromVariable = processEnv[cloudflareEnvVariable];
   const [source, name] =
     flag !== undefined ? ["--env", flag] : fromVariable !== undefined && fromVariable !== "" ? [cloudflareEnvVariable, fromVariable] : [];
@@ -269,7 +274,7 @@ function environmentName(flag: string | undefined, processEnv: Readonly<Record<s
  * one was probably meant to be, and `-c` for a config file given without it (`wrangler dev`
  * takes a script there, so the habit is common).
  */
-function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+export function parseOptions<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
   try {
     // The same options, with their values where parseArgs finds them: the config's type holds.
     const parsed = parseArgs({ ...config, args: negativeValuesJoined(config.args ?? [], config.options ?? {}), tokens: true } as T);

@@ -1,12 +1,13 @@
 import { UsageError, parseDevArgs, parseKeysArgs, usage } from "./args.ts";
 import { closestKey } from "../config/closest-key.ts";
+import { d1, parseD1Args } from "./d1.ts";
 import { dev } from "./dev.ts";
 import { exitStatus } from "./exit-status.ts";
 import { keys } from "./keys.ts";
 import { describeStartFailure, printFailureLines } from "./start-failure.ts";
 import { versionText } from "./version.ts";
 
-const commands = ["dev", "keys", "help", "version"];
+const commands = ["dev", "keys", "d1", "help", "version"];
 /** Asked for anywhere on the line, as most CLIs allow (`celld dev --help`). */
 const helpFlags = new Set(["--help", "-h"]);
 
@@ -21,6 +22,8 @@ async function main(argv: string[]): Promise<number> {
       return dev(parseDevArgs(rest, process.cwd(), process.env));
     case "keys":
       return keys(parseKeysArgs(rest, process.cwd()));
+    case "d1":
+      return d1(parseD1Args(rest, process.cwd(), process.env));
     case "version":
     case "--version":
     case "-v":

@@ -92,17 +92,6 @@ export function deploymentIssues(
     report(first.file, first.path, `dead-letter queues form a loop (${[...cycle, cycle[0]].join(" -> ")}); ${why}`);
   }
 
-  // A file that could not be parsed hides its Worker's name: a reference to it is not an error yet.
-  if (files.every((f) => f.data !== undefined)) {
-    const names = [...nameOwner.keys()];
-    for (const { file, data } of files) {
-      for (const ref of workerReferences(data)) {
-        if (nameOwner.has(ref.name)) continue;
-        const known = names.length === 0 ? "none" : names.map((n) => showValue(n)).join(", ");
-        report(file, ref.path, `no Worker named ${showValue(ref.name)} in this deployment (its Workers: ${known})`);
-      }
-    }
-  }
   return issues;
 }
 
@@ -182,17 +171,48 @@ function devVarsOverBindings(configFile: string, data: unknown, devVars: DevVars
   return out;
 }
 
-/** Names of other Workers this file binds to: they must be part of the same deployment. */
-function workerReferences(data: unknown): { path: string; name: string }[] {
-  const refs: { path: string; name: string }[] = [];
-  const add = (entries: { index: number; entry: RawTable }[], prefix: string, field: string) => {
+/**
+ * A service binding, or a Durable Object `script_name`, naming a Worker that is not in the
+ * deployment: `wrangler dev` starts and shows the binding "not connected", so celld starts too, and
+ * says here which binding and which Worker. A call through the binding then fails at once with an
+ * error naming the missing Worker (host/absent-workers.ts), never a hang.
+ */
+export function absentWorkerWarnings(files: RawFile[]): ConfigIssue[] {
+  // A file that could not be parsed hides its Worker's name: a reference to it is not absent yet.
+  if (!files.every((f) => f.data !== undefined)) return [];
+  const names = files.map((f) => rawString(f.data, "name")).filter((n): n is string => n !== undefined);
+  const known = names.length === 0 ? "none" : names.map((n) => showValue(n)).join(", ");
+  const warnings: ConfigIssue[] = [];
+  for (const { file, data } of files) {
+    for (const ref of workerReferences(data)) {
+      if (names.includes(ref.name)) continue;
+      const what =
+        ref.kind === "service"
+          ? `requests through env.${ref.binding} are answered 503, naming it`
+          : `calls through env.${ref.binding} fail with an error naming it`;
+      warnings.push({
+        file,
+        path: ref.path,
+        message: `no Worker named ${showValue(ref.name)} in this deployment (its Workers: ${known}); started without it: ${what}`,
+      });
+    }
+  }
+  return warnings;
+}
+
+/** Names of other Workers this file binds to, with the binding that reaches each. */
+function workerReferences(data: unknown): { path: string; name: string; binding: string; kind: "service" | "durable-object" }[] {
+  const refs: { path: string; name: string; binding: string; kind: "service" | "durable-object" }[] = [];
+  const add = (entries: { index: number; entry: RawTable }[], prefix: string, field: string, bindingField: string) => {
     for (const { index, entry } of entries) {
       const name = rawString(entry, field);
-      if (name !== undefined) refs.push({ path: `${prefix}[${index}].${field}`, name });
+      const binding = rawString(entry, bindingField) ?? "?";
+      const kind = prefix === "services" ? "service" : "durable-object";
+      if (name !== undefined) refs.push({ path: `${prefix}[${index}].${field}`, name, binding, kind });
     }
   };
-  add(rawEntries(data, ["services"]), "services", "service");
-  add(rawEntries(data, ["durable_objects", "bindings"]), "durable_objects.bindings", "script_name");
+  add(rawEntries(data, ["services"]), "services", "service", "binding");
+  add(rawEntries(data, ["durable_objects", "bindings"]), "durable_objects.bindings", "script_name", "name");
   return refs;
 }
 

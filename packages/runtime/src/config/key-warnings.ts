@@ -14,10 +14,6 @@ import { workerFileSchema } from "./schema.ts";
 const tooling = "is a wrangler key celld ignores";
 const binding = "is a binding type celld does not provide; the Worker's env will not have it";
 const remote = "is ignored: celld runs every binding locally, on its data directory";
-const d1Migrations =
-  "is not used: celld does not apply D1 migrations, so the database has only the tables the Worker creates; to " +
-  "apply them, stop celld and run the files in order with sqlite3 on the database's file in " +
-  "<data>/miniflare/d1/miniflare-D1DatabaseObject/";
 /**
  * Settings that only `wrangler deploy` (or Cloudflare's dashboard) acts on. A typical generated
  * config has several, so `formatWarnings` prints them as one line per file; warnings that change
@@ -85,7 +81,6 @@ const ignoredKeys: Record<string, Record<string, string>> = {
   "kv_namespaces[]": { ...fill(deployOnly, ["preview_id"]), ...fill(remote, ["remote"]) },
   "d1_databases[]": {
     ...fill(deployOnly, ["preview_database_id", "database_internal_env"]),
-    ...fill(d1Migrations, ["migrations_dir", "migrations_table"]),
     ...fill(remote, ["remote"]),
   },
   "r2_buckets[]": { ...fill(deployOnly, ["preview_bucket_name", "jurisdiction"]), ...fill(remote, ["remote"]) },
@@ -114,7 +109,8 @@ export function formatWarnings(warnings: readonly ConfigWarning[]): string[] {
 /** A typo is the usual reason for an unknown key, so the key it was probably meant to be is named. */
 function unknownKeyMessage(key: string, keysHere: readonly string[]): string {
   const meant = closestKey(key, keysHere);
-  return meant === undefined ? "is not a key celld knows; ignored" : `is not a key celld knows; ignored (did you mean "${meant}"?)`;
+  const ignored = "is not a key celld knows, so it has no effect";
+  return meant === undefined ? ignored : `${ignored} (did you mean "${meant}"?)`;
 }
 
 function fill(message: string, keys: string[]): Record<string, string> {

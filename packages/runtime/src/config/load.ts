@@ -1,6 +1,8 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { deploymentIssues, withoutProcessEnvOverBindings, type RawFile } from "./deployment-rules.ts";
+import { d1MigrationHints } from "./d1-migrations.ts";
+import { unsetCompatibilityDateWarning } from "./compatibility-date.ts";
+import { absentWorkerWarnings, deploymentIssues, withoutProcessEnvOverBindings, type RawFile } from "./deployment-rules.ts";
 import {
   booleanSetting,
   devVarsBeside,
@@ -146,7 +148,12 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
       warnings.push(...keyWarnings(path, data));
       const checked = workerFileSchema.safeParse(data);
       if (checked.success) {
-        workers.push({ file: path, worker: toWorkerConfig(configPath, checked.data, devVars) });
+        const worker = toWorkerConfig(configPath, checked.data, devVars);
+        workers.push({ file: path, worker });
+        warnings.push(...d1MigrationHints(path, worker, options.directoryExists ?? isDirectory));
+        if (checked.data.compatibility_date === undefined) {
+          warnings.push(unsetCompatibilityDateWarning(path, (data as Record<string, unknown>)["compatibility_date"]));
+        }
         warnings.push(...deliveryDelayWarnings(path, checked.data));
         warnings.push(...repeatedCronWarnings(path, checked.data));
         warnings.push(...retryRetentionWarnings(path, checked.data));
@@ -163,6 +170,7 @@ function validate(files: FileInput[], options: ParseOptions): Deployment {
     }
   }
   issues.push(...deploymentIssues(raw, options.fileExists ?? isFile, options.directoryExists ?? isDirectory));
+  warnings.push(...absentWorkerWarnings(raw));
   const asWritten = (i: ConfigIssue): ConfigIssue => {
     const locate = located.get(i.file);
     return locate === undefined || i.path === "" ? i : { ...i, path: locate(i.path) };

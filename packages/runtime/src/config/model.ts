@@ -1,6 +1,7 @@
 import { dirname, resolve } from "node:path";
 import type { ModuleRule } from "./module-rules.ts";
 import { assetsRouteRules } from "./assets-route-rules.ts";
+import { defaultCompatibilityDate } from "./compatibility-date.ts";
 import type { DevVars } from "./dev-vars.ts";
 import { replayMigrations, type ClassStorage } from "./durable-object-classes.ts";
 import type { ConfigWarning } from "./issues.ts";
@@ -45,7 +46,11 @@ export interface WorkerConfig {
   producers: ProducerConfig[];
   consumers: ConsumerConfig[];
   kvNamespaces: { binding: string; id: string }[];
-  d1Databases: { binding: string; databaseName: string; databaseId: string }[];
+  /**
+   * `migrationsDir` is absolute (`migrations_dir`, default `migrations` beside the config), and
+   * `migrationsTable` the table that records the applied ones, as wrangler names them.
+   */
+  d1Databases: { binding: string; databaseName: string; databaseId: string; migrationsDir: string; migrationsTable: string }[];
   r2Buckets: { binding: string; bucketName: string }[];
   durableObjects: { name: string; className: string; scriptName?: string }[];
   /**
@@ -105,7 +110,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     configPath,
     name: file.name,
     main: resolve(dirname(configPath), file.main),
-    compatibilityDate: file.compatibility_date,
+    compatibilityDate: file.compatibility_date ?? defaultCompatibilityDate,
     compatibilityFlags: file.compatibility_flags,
     // fromEntries, not assignment: a dev var may be called `__proto__`.
     vars: devVars === undefined ? file.vars : { ...file.vars, ...Object.fromEntries(devVars.values) },
@@ -137,6 +142,8 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       binding: d1.binding,
       databaseName: d1.database_name,
       databaseId: d1.database_id,
+      migrationsDir: resolve(dirname(configPath), d1.migrations_dir),
+      migrationsTable: d1.migrations_table,
     })),
     r2Buckets: file.r2_buckets.map((r2) => ({ binding: r2.binding, bucketName: r2.bucket_name })),
     durableObjects: (file.durable_objects?.bindings ?? []).map((d) => ({

@@ -1,5 +1,6 @@
 import { limits } from "@celld/queue-cell";
 import { z } from "zod";
+import { isUnsetCompatibilityDate } from "./compatibility-date.ts";
 import { replayMigrations } from "./durable-object-classes.ts";
 import { defineProblem } from "./esbuild-define.ts";
 import { CronExpressionError, parseCron } from "./cron/cron-expression.ts";
@@ -171,7 +172,9 @@ export const workerFileSchema = table({
   $schema: z.string().optional(),
   name: text(),
   main: text(),
-  compatibility_date: compatibilityDate,
+  // Unset (or create-cloudflare's placeholder): the newest supported date, with a warning
+  // (compatibility-date.ts); the model holds the date the Worker runs on.
+  compatibility_date: z.preprocess((value) => (isUnsetCompatibilityDate(value) ? undefined : value), compatibilityDate.optional()),
   compatibility_flags: list(z.string({ error: typeError("a string") })).default([]),
   vars: z
     .record(z.string(), varValue, { error: typeError("an object (TOML table)") })
@@ -183,7 +186,16 @@ export const workerFileSchema = table({
     consumers: list(consumer).default([]),
   }).optional(),
   kv_namespaces: list(table({ binding: text(), id: text() })).default([]),
-  d1_databases: list(table({ binding: text(), database_name: text(), database_id: text() })).default([]),
+  d1_databases: list(
+    table({
+      binding: text(),
+      database_name: text(),
+      database_id: text(),
+      // Read by `celld d1 migrations` (d1/), as by `wrangler d1 migrations`; celld dev applies none.
+      migrations_dir: text().default("migrations"),
+      migrations_table: text().default("d1_migrations"),
+    }),
+  ).default([]),
   r2_buckets: list(table({ binding: text(), bucket_name: text() })).default([]),
   durable_objects: table({
     bindings: list(table({ name: text(), class_name: text(), script_name: text().optional() })).default([]),

@@ -1,6 +1,7 @@
 import { dirname, join } from "node:path";
 import { supportedCompatibilityDate, type ModuleDefinition, type WorkerOptions } from "miniflare";
 import type { WorkerBundle } from "../bundle/bundle.ts";
+import type { AbsentWorkers } from "./absent-workers.ts";
 import type { AssetsConfig, WorkerConfig } from "../config/index.ts";
 import { runtimeCompatibilityFlags } from "../config/nodejs-compat.ts";
 import { installAssetsWiring } from "../workerd/miniflare-assets-wiring.ts";
@@ -14,6 +15,7 @@ export function workerOptions(
   worker: WorkerConfig,
   bundle: WorkerBundle,
   warn: (message: string) => void,
+  absent: AbsentWorkers,
 ): WorkerOptions {
   const compatibility = runnableCompatibility(worker, warn);
   return {
@@ -24,11 +26,9 @@ export function workerOptions(
     kvNamespaces: Object.fromEntries(worker.kvNamespaces.map((kv) => [kv.binding, kv.id])),
     d1Databases: Object.fromEntries(worker.d1Databases.map((d1) => [d1.binding, d1.databaseId])),
     r2Buckets: Object.fromEntries(worker.r2Buckets.map((r2) => [r2.binding, r2.bucketName])),
-    ...durableObjectOptions(worker),
+    ...durableObjectOptions(worker, absent),
     ...(worker.assets === undefined ? {} : { assets: assetsOptions(worker.assets) }),
-    serviceBindings: Object.fromEntries(
-      worker.services.map((s) => [s.binding, s.entrypoint === undefined ? s.service : { name: s.service, entrypoint: s.entrypoint }]),
-    ),
+    serviceBindings: Object.fromEntries(worker.services.map((s) => [s.binding, absent.service(s)])),
   };
 }
 
@@ -39,7 +39,7 @@ export function workerOptions(
  * Worker's own classes: a binding into another Worker (`script_name`) leaves it to that Worker's
  * entries. A bound class no migration creates stays KV-backed, as under wrangler dev.
  */
-function durableObjectOptions(worker: WorkerConfig): Pick<WorkerOptions, "durableObjects" | "additionalUnboundDurableObjects"> {
+function durableObjectOptions(worker: WorkerConfig, absent: AbsentWorkers): Pick<WorkerOptions, "durableObjects" | "additionalUnboundDurableObjects"> {
   const sqlite = new Map(worker.durableObjectClasses.map((c) => [c.className, c.storage === "sqlite"]));
   const own = (scriptName: string | undefined) => scriptName === undefined || scriptName === worker.name;
   const bound = new Set(worker.durableObjects.filter((d) => own(d.scriptName)).map((d) => d.className));
@@ -47,7 +47,7 @@ function durableObjectOptions(worker: WorkerConfig): Pick<WorkerOptions, "durabl
     durableObjects: Object.fromEntries(
       worker.durableObjects.map((d) => [
         d.name,
-        {
+        absent.durableObject(worker.name, d.name) ?? {
           className: d.className,
           ...(d.scriptName === undefined ? {} : { scriptName: d.scriptName }),
           ...(own(d.scriptName) && sqlite.has(d.className) ? { useSQLite: sqlite.get(d.className) } : {}),

@@ -8,6 +8,7 @@ import type { QueueErrorMarks } from "../worker-code/queue-error-record.ts";
 import { addsListener } from "../worker-code/service-worker-listeners.ts";
 import { withServiceWorkerShim } from "../worker-code/service-worker-shim.ts";
 import type { BundledWorker } from "../workerd/stack-positions.ts";
+import { AbsentWorkers } from "./absent-workers.ts";
 import { workerOptions } from "./worker-options.ts";
 
 /** What the host learns of its Workers while bundling them, read by the queues plugin later. */
@@ -39,12 +40,16 @@ export interface WorkerSetInput {
   inspector: boolean;
 }
 
-/** Bundles each Worker (with its shim) and merges its own options with what each plugin adds. */
+/**
+ * Bundles each Worker (with its shim) and merges its own options with what each plugin adds; then
+ * the stand-ins for Workers the deployment binds to but does not contain (absent-workers.ts).
+ */
 export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> {
   const workers: WorkerOptions[] = [];
   const bundled: BundledWorker[] = [];
   const sources = new Set<string>();
   let serviceWorkerScripts = false;
+  const absent = new AbsentWorkers(input.deployment);
   for (const worker of input.deployment.workers) {
     const bundle = await bundleFor(worker, input.marks, input.warn, input.bundles?.get(worker.name));
     bundled.push({ name: worker.name, main: worker.main, bundle });
@@ -56,7 +61,7 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
     if (worker.assets !== undefined && worker.consumers.length > 0 && bundle.exports.includes(queueEntrypointName)) {
       input.facts.queueEntrypoints.set(worker.name, queueEntrypointName);
     }
-    const own = workerOptions(worker, bundle, input.warn);
+    const own = workerOptions(worker, bundle, input.warn, absent);
     // Miniflare's inspector proxy shows the Workers marked so, and keeps celld's own out of it.
     if (input.inspector) own.unsafeInspectorProxy = true;
     for (const plugin of input.plugins) {
@@ -67,6 +72,9 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
     }
     workers.push(own);
   }
+  // After the deployment's own: the first Worker stays first.
+  const standIns = await absent.workerOptions(input.deployment);
+  if (standIns !== undefined) workers.push(standIns);
   return { workers, bundled, sources: [...sources], serviceWorkerScripts };
 }
 
