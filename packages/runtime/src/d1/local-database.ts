@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { Miniflare, type D1Database } from "miniflare";
+import { Miniflare } from "miniflare";
 import { DataDirInUseError, lockDataDir } from "../host/data-dir-lock.ts";
 
 /**
@@ -61,6 +61,10 @@ export async function withLocalD1<T>(dataDir: string, databaseId: string, work: 
   }
 }
 
+// Miniflare returns workerd's D1Database type without exporting it.
+type D1Database = Awaited<ReturnType<Miniflare["getD1Database"]>>;
+type D1BatchResult = { results?: unknown[]; meta?: { changes?: number } };
+
 export class LocalD1 {
   constructor(private readonly db: D1Database) {}
 
@@ -71,7 +75,7 @@ export class LocalD1 {
   async batch(statements: readonly D1Statement[]): Promise<D1Result[]> {
     if (statements.length === 0) return [];
     const prepared = statements.map((s) => this.db.prepare(s.sql).bind(...(s.params ?? [])));
-    const results = await this.db.batch(prepared);
+    const results: D1BatchResult[] = await this.db.batch(prepared);
     return results.map((r) => ({ results: (r.results ?? []) as Record<string, unknown>[], meta: { changes: r.meta?.changes } }));
   }
 }
