@@ -67,11 +67,14 @@ export function parseD1Args(argv: string[], cwd: string, processEnv: Readonly<Re
   };
 }
 
-type D1Config = WorkerConfig["d1Databases"][number] & { worker: string };
+type D1Config = WorkerConfig["d1Databases"][number] & { worker: string; migrationsDir: string; migrationsTable: string };
 
 /** The database DATABASE names: by database_name first, then by binding, across the Workers. */
 export function findDatabase(workers: readonly WorkerConfig[], name: string): D1Config {
-  const all = workers.flatMap((w) => w.d1Databases.map((db) => ({ ...db, worker: w.name })));
+  // Read from a config, every database has its migrations settings (defaults filled).
+  const all = workers.flatMap((w) =>
+    w.d1Databases.map((db) => ({ ...db, worker: w.name, migrationsDir: db.migrationsDir!, migrationsTable: db.migrationsTable! })),
+  );
   const found = all.find((db) => db.databaseName === name) ?? all.find((db) => db.binding === name);
   if (found !== undefined) return found;
   const known = all.map((db) => `${db.databaseName} (${db.binding})`).join(", ");

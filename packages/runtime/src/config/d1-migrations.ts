@@ -13,7 +13,7 @@ export function d1MigrationHints(
   directoryExists: (path: string) => boolean,
 ): ConfigWarning[] {
   return worker.d1Databases.flatMap((db, i) => {
-    if (!directoryExists(db.migrationsDir)) return [];
+    if (db.migrationsDir === undefined || !directoryExists(db.migrationsDir)) return [];
     const dir = relative(process.cwd(), db.migrationsDir) || ".";
     const configFlag = file === "" ? "" : ` -c ${file}`;
     return [

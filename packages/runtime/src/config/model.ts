@@ -48,9 +48,10 @@ export interface WorkerConfig {
   kvNamespaces: { binding: string; id: string }[];
   /**
    * `migrationsDir` is absolute (`migrations_dir`, default `migrations` beside the config), and
-   * `migrationsTable` the table that records the applied ones, as wrangler names them.
+   * `migrationsTable` the table that records the applied ones, as wrangler names them. Both are
+   * unset for a Worker that was uploaded rather than read from a config: it has no directory.
    */
-  d1Databases: { binding: string; databaseName: string; databaseId: string; migrationsDir: string; migrationsTable: string }[];
+  d1Databases: { binding: string; databaseName: string; databaseId: string; migrationsDir?: string; migrationsTable?: string }[];
   r2Buckets: { binding: string; bucketName: string }[];
   durableObjects: { name: string; className: string; scriptName?: string }[];
   /**
