@@ -34,6 +34,29 @@ export interface QueueRow {
   updateMs: number;
 }
 
+/** A consumer added through Cloudflare's REST API. Settings are Cloudflare's, as sent (snake_case). */
+export interface ConsumerRow {
+  consumerId: string;
+  /** Full name of the queue it consumes. */
+  queue: string;
+  type: "worker" | "http_pull";
+  script: string | null;
+  settings: Record<string, number>;
+  /** Full name of the dead-letter queue, or null. */
+  deadLetterQueue: string | null;
+  createMs: number;
+}
+
+interface ConsumerRecord {
+  consumer_id: string;
+  queue: string;
+  type: "worker" | "http_pull";
+  script: string | null;
+  settings: string;
+  dead_letter_queue: string | null;
+  create_ms: number;
+}
+
 export interface SubscriptionRow {
   name: string;
   env: string;
@@ -101,6 +124,18 @@ CREATE TABLE IF NOT EXISTS subscriptions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS subscriptions_by_env ON subscriptions (env, subscription);
 CREATE INDEX IF NOT EXISTS subscriptions_by_queue ON subscriptions (queue);
+-- Consumers added through Cloudflare's REST API (wrangler queues consumer add); those of the
+-- Workers config are the config's and never stored here.
+CREATE TABLE IF NOT EXISTS consumers (
+  consumer_id TEXT PRIMARY KEY,
+  queue TEXT NOT NULL,
+  type TEXT NOT NULL,
+  script TEXT,
+  settings TEXT NOT NULL,
+  dead_letter_queue TEXT,
+  create_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS consumers_by_queue ON consumers (queue);
 `;
 
 export class Catalog {
@@ -122,6 +157,15 @@ export class Catalog {
     const db = this.db;
     this.stmt = {
       queue: db.prepare("SELECT * FROM queues WHERE name = ?"),
+      queueById: db.prepare("SELECT * FROM queues WHERE queue_id = ?"),
+      consumersOf: db.prepare("SELECT * FROM consumers WHERE queue = ? ORDER BY create_ms, consumer_id"),
+      insertConsumer: db.prepare(
+        `INSERT INTO consumers (consumer_id, queue, type, script, settings, dead_letter_queue, create_ms)
+         VALUES (@consumer_id, @queue, @type, @script, @settings, @dead_letter_queue, @create_ms)`,
+      ),
+      updateConsumer: db.prepare("UPDATE consumers SET settings = ?, dead_letter_queue = ? WHERE consumer_id = ?"),
+      deleteConsumer: db.prepare("DELETE FROM consumers WHERE consumer_id = ? AND queue = ?"),
+      deleteConsumersOf: db.prepare("DELETE FROM consumers WHERE queue = ?"),
       insertQueue: db.prepare(
         `INSERT OR IGNORE INTO queues (name, env, queue, queue_id, origin, cell_name, settings, dead_letter_queue, create_ms, update_ms)
          VALUES (@name, @env, @queue, @queue_id, @origin, @cell_name, @settings, @dead_letter_queue, @create_ms, @update_ms)`,
@@ -165,6 +209,35 @@ export class Catalog {
     return record === undefined ? undefined : toQueueRow(record);
   }
 
+  getQueueById(queueId: string): QueueRow | undefined {
+    const record = this.stmt.queueById.get(queueId) as QueueRecord | undefined;
+    return record === undefined ? undefined : toQueueRow(record);
+  }
+
+  consumersOf(queue: string): ConsumerRow[] {
+    return (this.stmt.consumersOf.all(queue) as ConsumerRecord[]).map(toConsumerRow);
+  }
+
+  insertConsumer(row: ConsumerRow): void {
+    this.stmt.insertConsumer.run({
+      consumer_id: row.consumerId,
+      queue: row.queue,
+      type: row.type,
+      script: row.script,
+      settings: JSON.stringify(row.settings),
+      dead_letter_queue: row.deadLetterQueue,
+      create_ms: row.createMs,
+    });
+  }
+
+  updateConsumer(row: ConsumerRow): void {
+    this.stmt.updateConsumer.run(JSON.stringify(row.settings), row.deadLetterQueue, row.consumerId);
+  }
+
+  deleteConsumer(queue: string, consumerId: string): boolean {
+    return this.stmt.deleteConsumer.run(consumerId, queue).changes === 1;
+  }
+
   /** False when a queue of that name (or on that cell) exists already. */
   insertQueue(row: QueueRow): boolean {
     return (
@@ -192,10 +265,11 @@ export class Catalog {
     this.stmt.markWorkers.run(updateMs, name);
   }
 
-  /** Removes the queue and the subscriptions that route into it, together. */
+  /** Removes the queue, the subscriptions that route into it and its API-added consumers, together. */
   deleteQueue(name: string): void {
     this.db.transaction(() => {
       this.stmt.deleteSubscriptionsOf.run(name);
+      this.stmt.deleteConsumersOf.run(name);
       this.stmt.deleteQueue.run(name);
     })();
   }
@@ -285,5 +359,17 @@ function toSubscriptionRow(r: SubscriptionRecord): SubscriptionRow {
     sources: JSON.parse(r.sources) as string[],
     createMs: r.create_ms,
     updateMs: r.update_ms,
+  };
+}
+
+function toConsumerRow(r: ConsumerRecord): ConsumerRow {
+  return {
+    consumerId: r.consumer_id,
+    queue: r.queue,
+    type: r.type,
+    script: r.script,
+    settings: JSON.parse(r.settings) as Record<string, number>,
+    deadLetterQueue: r.dead_letter_queue,
+    createMs: r.create_ms,
   };
 }

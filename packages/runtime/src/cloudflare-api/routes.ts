@@ -1,3 +1,6 @@
+import { cloudflareConsumerRoutes } from "./queues/routes-consumers.ts";
+import { cloudflareMessageRoutes } from "./queues/routes-messages.ts";
+import { cloudflareQueueRoutes } from "./queues/routes-queues.ts";
 import { accountRoutes } from "./routes-accounts.ts";
 import type { CloudflareRoute } from "./route.ts";
 
@@ -5,4 +8,9 @@ import type { CloudflareRoute } from "./route.ts";
  * Every route under /client/v4. A new surface adds its file's array here (and nothing else): the
  * mount authenticates, checks the account and the scope, reads the body and writes the envelope.
  */
-export const cloudflareRoutes: readonly CloudflareRoute[] = [...accountRoutes];
+export const cloudflareRoutes: readonly CloudflareRoute[] = [
+  ...accountRoutes,
+  ...cloudflareQueueRoutes,
+  ...cloudflareConsumerRoutes,
+  ...cloudflareMessageRoutes,
+];

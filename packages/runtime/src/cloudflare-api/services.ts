@@ -3,4 +3,24 @@
  * optional, so a server started without a host (tests of one route file) runs the routes that
  * need none. A route file that needs a host service adds its member here.
  */
-export interface CloudflareServices {}
+export interface CloudflareServices {
+  /** The Workers config's side of its queues (queues/workers-queues.ts); absent: no config declares any. */
+  workersQueues?: WorkersQueueInfo;
+}
+
+/** A consumer the Workers config declares: the config owns it, the API only shows it. */
+export interface ConfigConsumer {
+  type: "worker" | "http_pull";
+  /** The consuming Worker (`worker` consumers only). */
+  script: string | undefined;
+  /** In Cloudflare's names: batch_size, max_retries, max_wait_time_ms, max_concurrency, retry_delay, visibility_timeout_ms. */
+  settings: Record<string, number>;
+  /** The short name of its dead-letter queue. */
+  deadLetterQueue: string | undefined;
+}
+
+/** By the short queue name of a queue in the Workers environment. */
+export interface WorkersQueueInfo {
+  producers(queue: string): string[];
+  consumers(queue: string): ConfigConsumer[];
+}
