@@ -91,6 +91,9 @@ describe("celld's argument refusals say what to type instead", () => {
       "--api-port must differ from --port (both 8790): the Workers and the queues API each need a port of their own",
     );
     expect(parseDevArgs(["--port", "0", "--api-port", "0"], cwd).apiPort).toBe(0);
+    // The API speaks plain HTTP: --host 0.0.0.0 exposes the Workers, not it.
+    expect(parseDevArgs(["--host", "0.0.0.0", "--api-port", "0"], cwd)).toMatchObject({ host: "0.0.0.0", apiHost: "127.0.0.1" });
+    expect(parseDevArgs(["--api-port", "0", "--api-host", "10.0.0.5"], cwd)).toMatchObject({ host: "127.0.0.1", apiHost: "10.0.0.5" });
   });
 });
 

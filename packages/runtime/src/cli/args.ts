@@ -10,6 +10,11 @@ export interface DevArgs {
   host: string;
   dataDir: string;
   apiPort: number | undefined;
+  /**
+   * The address the API port listens on: 127.0.0.1 unless `--api-host` says otherwise, whatever
+   * `--host` is, so that exposing the Workers does not expose the queues API (plain HTTP) too.
+   */
+  apiHost: string;
   /** Where the Workers' inspector (Chrome DevTools protocol) listens, on 127.0.0.1; unset: off. */
   inspectorPort: number | undefined;
   /** wrangler's named environment (`--env`, else CLOUDFLARE_ENV), applied to every config; unset: the top level. */
@@ -26,7 +31,7 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--inspector-port PORT] [--test-scheduled] [--watch]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--api-host 127.0.0.1] [--inspector-port PORT] [--test-scheduled] [--watch]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
@@ -39,6 +44,9 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
                       (default: .celld beside the first config)
   --api-port PORT     also serve the native queues API on this port
+  --api-host HOST     address the API port listens on (default 127.0.0.1, whatever --host
+                      is: it speaks plain HTTP; put TLS in front of it to expose it, see
+                      docs/api.md)
   --inspector-port PORT
                       serve the Workers' inspector on 127.0.0.1:PORT, for Chrome DevTools
                       (chrome://inspect) to set breakpoints, profile and evaluate
@@ -184,6 +192,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       host: { type: "string" },
       data: { type: "string" },
       "api-port": { type: "string" },
+      "api-host": { type: "string" },
       "inspector-port": { type: "string" },
       env: { type: "string", short: "e" },
       "test-scheduled": { type: "boolean" },
@@ -240,6 +249,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort,
+    apiHost: values["api-host"] ?? "127.0.0.1",
     inspectorPort,
     environment,
     testScheduled: values["test-scheduled"] ?? false,

@@ -55,7 +55,7 @@ export async function dev(args: DevArgs): Promise<number> {
 
   // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
   // only fail as a stack trace.
-  if (args.apiPort !== undefined) await checkPortFree(args.host, args.apiPort, "--api-port");
+  if (args.apiPort !== undefined) await checkPortFree(args.apiHost, args.apiPort, "--api-port");
   if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
 
   // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
@@ -88,7 +88,7 @@ export async function dev(args: DevArgs): Promise<number> {
       keys: apiKeys!,
       dataDir: args.dataDir,
       port: args.apiPort!,
-      host: args.host,
+      host: args.apiHost,
       workerQueues: { declared: () => deployment.queues },
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
