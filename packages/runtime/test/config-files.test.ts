@@ -108,6 +108,16 @@ describe("files that cannot be read", () => {
     );
   });
 
+  test.each([
+    ["an array missing its ]", 'name = "w"\ncompatibility_flags = ["nodejs_compat"\nmain = "w.js"\n', "line 2, column 23: the array opened here is not closed with ]"],
+    ["a multi-line array missing its ]", 'name = "w"\nroutes = [\n  "a.example.com/*",\n\nmain = "w.js"\n', "line 2, column 10: the array opened here is not closed with ]"],
+    ["an array of tables' header missing a ]", '[[queues.consumers]\nqueue = "a"\n', "line 1, column 1: the table header is not closed with ]]"],
+    ["brackets inside strings and comments", 'name = "a [ b"\nflags = ["x" # [\n]\nmain = \n', "line 4, column 8: incomplete key-value declaration: no value specified"],
+  ])("a TOML syntax error names the line of the mistake: %s", (_what, text, where) => {
+    const [issue] = issuesOf(() => parseDeployment([{ path: "w.toml", text }]));
+    expect(issue).toEqual({ file: "w.toml", path: "", message: `TOML syntax error at ${where}` });
+  });
+
   test("bad JSON syntax names the file and the line", () => {
     const path = at("bad-json", "wrangler.json");
     const issues = issuesOf(() => loadDeployment([path]));

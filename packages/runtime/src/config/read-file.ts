@@ -2,6 +2,7 @@ import { extname } from "node:path";
 import { parse as parseJsonc, printParseErrorCode, type ParseError, type ParseErrorCode } from "jsonc-parser";
 import { parse as parseToml, TomlError } from "smol-toml";
 import type { ConfigIssue } from "./issues.ts";
+import { unclosedBracket } from "./toml-mistake.ts";
 
 export type ConfigSyntax = "toml" | "jsonc";
 
@@ -34,6 +35,9 @@ function parseTomlText(file: string, text: string): ParsedText {
     if (!(error instanceof TomlError)) throw error;
     // smol-toml's message carries a code block after a blank line; the first line is the reason.
     const reason = error.message.split("\n")[0]?.replace(/^Invalid TOML document: /, "") ?? error.message;
+    // A bracket left open is found by the parser only on a later line: name the line it opened on.
+    const mistake = unclosedBracket(text, error.line, error.column);
+    if (mistake !== undefined) return fail(file, `TOML syntax error at line ${mistake.line}, column ${mistake.column}: ${mistake.reason}`);
     return fail(file, `TOML syntax error at line ${error.line}, column ${error.column}: ${reason}`);
   }
 }
