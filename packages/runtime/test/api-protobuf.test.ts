@@ -100,6 +100,39 @@ describe("protobuf on send, lease, ack and nack", () => {
     expect((await h.call("POST", `${path}:lease`, { body: { max_messages: 2 } })).json.messages.map((m: { event: { id: string } }) => m.event.id)).toEqual(["b"]);
   });
 
+  it("each data field of the envelope: text_data and binary_data are kept, proto_data is refused, not dropped", async () => {
+    const h = await apiHarness();
+    await h.createQueue("jobs");
+    const path = h.queuePath("jobs");
+    const base = { id: "d", source: "/sdk", spec_version: "1.0", type: "t", attributes: {} };
+    const bytes = new Uint8Array([0x08, 0x96, 0x01]);
+    const events = [
+      { ...base, id: "text", text_data: "plain", attributes: { datacontenttype: { ce_string: "text/plain" } } },
+      { ...base, id: "binary", binary_data: bytes, attributes: { datacontenttype: { ce_string: "application/protobuf" } } },
+    ];
+    const kept = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events }), headers: proto });
+    expect(kept.status).toBe(200);
+    const leased = await h.call("POST", `${path}:lease`, { raw: encodeProto("LeaseRequest", { max_messages: 10 }), headers: proto });
+    const got = decodeProto("LeaseResponse", leased.bytes).messages.map((m) => m.event);
+    expect(got.map((e) => [e.id, e.data, e.data === "binary_data" ? [...e.binary_data!] : e.text_data])).toEqual([
+      ["text", "text_data", "plain"],
+      ["binary", "binary_data", [...bytes]],
+    ]);
+
+    // The Go CloudEvents SDK puts protobuf payloads in proto_data (a google.protobuf.Any).
+    const any = { ...base, id: "any", proto_data: { type_url: "type.googleapis.com/shop.Order", value: bytes } };
+    const refused = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [events[0], any] }), headers: proto });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error).toMatchObject({
+      code: "invalid_argument",
+      field: "events[1].proto_data",
+      message: "events[1].proto_data is not accepted: send the payload as binary_data, with its datacontenttype",
+    });
+    // Nothing of the refused call was stored.
+    const after = await h.call("POST", `${path}:lease`, { body: { max_messages: 10 } });
+    expect(after.json.messages).toEqual([]);
+  });
+
   it("refusals answer JSON; Accept picks the answer's format", async () => {
     const h = await apiHarness();
     await h.createQueue("jobs");

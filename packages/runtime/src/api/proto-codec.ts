@@ -53,7 +53,7 @@ export interface PbCloudEvent {
   type: string;
   attributes: Record<string, PbAttributeValue>;
   /** Which member of the `data` oneof is set, on a decoded message. */
-  data?: "binary_data" | "text_data";
+  data?: "binary_data" | "text_data" | "proto_data";
   binary_data?: Uint8Array;
   text_data?: string;
 }
@@ -179,6 +179,15 @@ export function protoToParts(pb: PbCloudEvent, field = ""): {
     ["type", pb.type === "" ? undefined : pb.type],
     ...Object.entries(pb.attributes ?? {}).map(([name, value]) => [name, attributeFromProto(`${field}${field === "" ? "" : "."}attributes.${name}`, value)] as const),
   ]);
+  if (pb.data === "proto_data") {
+    // Stored without it, the event would lose its data with no word said (the Go CloudEvents SDK
+    // puts protobuf payloads there); a google.protobuf.Any has no content type of its own to keep.
+    const at = `${field}${field === "" ? "" : "."}proto_data`;
+    throw new ApiError("invalid_argument", `${at} is not accepted: send the payload as binary_data, with its datacontenttype`, {
+      field: at,
+      bound: "binary_data or text_data",
+    });
+  }
   if (pb.data === "binary_data") return { attributes, data: { kind: "bytes", bytes: pb.binary_data ?? new Uint8Array(0) } };
   if (pb.data === "text_data") return { attributes, data: { kind: "text", text: pb.text_data ?? "" } };
   return { attributes, data: { kind: "none" } };
