@@ -60,8 +60,21 @@ export function requiredMember(obj: JsonObject, key: string, prefix: string, bou
   return value;
 }
 
+/**
+ * One rule for numbers past what a JSON parser holds exactly: a whole number beyond 2^53 - 1, or
+ * one so large it parsed as Infinity (`1` and 400 zeros), is out of range like any other too
+ * large a number; and since the parser has already rounded it, the message says how large it is
+ * rather than quote a value the caller did not send (9007199254740993 reads as ...992).
+ */
+function pastExact(value: number): string | undefined {
+  if (Number.isNaN(value) || Number.isSafeInteger(value) || (Number.isFinite(value) && !Number.isInteger(value))) return undefined;
+  return `${value < 0 ? "a number below -" : "a number past "}${Number.MAX_SAFE_INTEGER} (2^53 - 1), which JSON numbers do not hold exactly`;
+}
+
 export function checkInt(field: string, value: unknown, min: number, max: number, unit = ""): number {
   const bound = `${min} to ${max}${unit === "" ? "" : ` ${unit}`}`;
+  const past = typeof value === "number" ? pastExact(value) : undefined;
+  if (past !== undefined) throw new ApiError("out_of_range", `${field} must be from ${bound}, got ${past}`, { field, bound });
   if (typeof value !== "number" || !Number.isInteger(value)) {
     throw new ApiError("invalid_argument", `${field} must be a whole number from ${bound}, got ${describe(value)}`, {
       field,
