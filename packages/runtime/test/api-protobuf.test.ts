@@ -121,7 +121,7 @@ describe("protobuf on send, lease, ack and nack", () => {
 
     // The Go CloudEvents SDK puts protobuf payloads in proto_data (a google.protobuf.Any).
     const any = { ...base, id: "any", proto_data: { type_url: "type.googleapis.com/shop.Order", value: bytes } };
-    const refused = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [events[0], any] }), headers: proto });
+    const refused = await h.call("POST", `${path}:send`, { raw: encodeProto("SendRequest", { events: [events[0]!, any] }), headers: proto });
     expect(refused.status).toBe(400);
     expect(refused.json.error).toMatchObject({
       code: "invalid_argument",
