@@ -436,37 +436,8 @@ test("a SIGTERM sent the moment celld dev says it listens stops it cleanly", asy
   }
 });
 
-test.runIf(process.platform === "linux")("celld dev stops, with exit code 1, when its workerd exits under it, and loses no message", async () => {
-  const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]
-queues.consumers = [{ queue = "jobs", max_batch_timeout = 60, max_retries = 0 }]
-`, `export default {
-  async fetch(req, env) {
-    if (req.method === "POST") { await env.JOBS.send({ n: 1 }); return new Response("queued"); }
-    return Response.json(await env.JOBS.metrics());
-  },
-  async queue(batch) {},
-};`);
-  const r = run(["dev", "--port", "0"], p.dir);
-  const [, url] = await waitFor(r, /listening on (http:\/\/\S+)/);
-  // Leased into a batch that waits out its 60 s window; workerd dies before it is delivered.
-  expect(await (await fetch(url!, { method: "POST" })).text()).toBe("queued");
-  const workerd = childProcessesOf(r.pid).filter((c) => c.name.startsWith("workerd"));
-  expect(workerd.length).toBeGreaterThan(0);
-  for (const c of workerd) process.kill(c.pid, "SIGKILL");
-  expect(await r.exited).toBe(1);
-  expect(r.output()).toContain("workerd (the Workers runtime) exited unexpectedly");
-  expect(r.output()).toContain("stopped");
-
-  // The message is still in its queue after a restart.
-  const again = run(["dev", "--port", "0"], p.dir);
-  const [, url2] = await waitFor(again, /listening on (http:\/\/\S+)/);
-  const metrics = (await (await fetch(url2!)).json()) as { backlogCount: number };
-  expect(metrics.backlogCount).toBe(1);
-  again.kill("SIGTERM");
-  expect(await again.exited).toBe(0);
-  // A stop celld asked for is not reported as a crash.
-  expect(again.output()).not.toContain("exited unexpectedly");
-});
+// workerd killed under celld dev: test/workerd-supervision.test.ts (restarts) and
+// test/workerd-supervision.slow.test.ts (the CLI's exit after five exits within a minute).
 
 test.runIf(process.platform === "linux")("a batch running when workerd dies counts as an attempt, so a message that kills it can be dead-lettered", async () => {
   const p = appProject(`queues.producers = [{ binding = "JOBS", queue = "jobs" }]

@@ -57,6 +57,7 @@ export async function runHost(
     workerdV8Flags?: readonly string[];
     openFilesLimit?: number;
     triggerHandlers?: boolean;
+    onRuntimeExit?: (reason: string) => void;
   } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
@@ -74,6 +75,7 @@ export async function runHost(
     workerdV8Flags: options.workerdV8Flags,
     openFilesLimit: options.openFilesLimit,
     triggerHandlers: options.triggerHandlers,
+    onRuntimeExit: options.onRuntimeExit,
     onBatch: (report) => batches.push(report),
   });
   return {

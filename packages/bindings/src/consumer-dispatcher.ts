@@ -234,6 +234,18 @@ export class ConsumerDispatcher {
     this.runtimeGone = true;
   }
 
+  /**
+   * Told when the host has started workerd again after it exited: the next batch goes at once
+   * rather than after the wait that batches failing to reach the gone workerd built up, and a
+   * shutdown from now on hands back what it cuts short uncounted, as before the exit.
+   */
+  runtimeRestarted(): void {
+    this.runtimeGone = false;
+    this.backoffMs = 0;
+    this.pausedUntil = 0;
+    this.slotFreed?.();
+  }
+
   private async run(): Promise<void> {
     while (this.running) {
       if (this.inFlight.size >= this.settings.maxConcurrency) {

@@ -162,7 +162,7 @@ export async function dev(args: DevArgs): Promise<number> {
         );
     };
     runtimeExited = () => {
-      if (!stopping) stop("workerd exited", exitStatus.failed);
+      if (!stopping) stop("workerd exited too often", exitStatus.failed);
     };
     stopForOutput = () => {
       if (!stopping && outputClosed !== undefined) stop(outputClosed, exitStatus.failed);

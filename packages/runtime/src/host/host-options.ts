@@ -1,5 +1,6 @@
 import type { Clock, Durability, CellRegistry } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
+import type { RuntimeSupervisor } from "../workerd/runtime-supervisor.ts";
 import type { Miniflare } from "miniflare";
 import type { WorkerBundle } from "../bundle/bundle.ts";
 import type { Deployment } from "../config/index.ts";
@@ -27,10 +28,11 @@ export interface HostOptions {
    */
   openFilesLimit?: number;
   /**
-   * Told once if workerd exits while the host runs (not when close() stops it). Nothing runs a
-   * Worker after that; the host has logged it. `celld dev` stops.
+   * Told once if workerd exits too often to be started again (RuntimeSupervisor: the fifth exit
+   * within a minute), with the line the host has logged; not when close() stops it. Nothing runs
+   * a Worker after that. `celld dev` stops. An exit before that is restarted, and not told here.
    */
-  onRuntimeExit?: () => void;
+  onRuntimeExit?: (reason: string) => void;
   onBatch?: (report: BatchReport) => void;
   /**
    * Serve the first Worker through Miniflare's entry Worker with its trigger routes on
@@ -63,6 +65,8 @@ export interface Host {
   /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
   readonly unopenedQueues: readonly string[];
   readonly miniflare: Miniflare;
+  /** Owns workerd's lifecycle: restarts it when it exits, counts that (`stats`), applies new options. */
+  readonly runtime: RuntimeSupervisor;
   /** The files the Workers were bundled from (`celld dev --watch` restarts when one changes). */
   readonly sources: readonly string[];
   /** Where the inspector answers (`ws://127.0.0.1:PORT`), with `inspectorPort`; else undefined. */

@@ -3,10 +3,11 @@ import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { isCellError, systemClock, type CellRegistry, type Clock } from "@celld/queue-cell";
 import { ConsumerFailureLog } from "@celld/bindings";
-import { Miniflare, type WorkerOptions } from "miniflare";
+import type { Miniflare, WorkerOptions } from "miniflare";
 import { setWorkerdV8Flags } from "../workerd/miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd/workerd-v8-flags-default.ts";
-import { WorkerdGuard, workerdChildren } from "../workerd/workerd-orphans.ts";
+import { WorkerdGuard, workerdChildren, type ProcessInfo } from "../workerd/workerd-orphans.ts";
+import { RuntimeSupervisor } from "../workerd/runtime-supervisor.ts";
 import { RuntimeLines } from "../workerd/runtime-lines.ts";
 import { RuntimeStartError, isRuntimeFailure } from "../workerd/runtime-start.ts";
 import { StackPositions } from "../workerd/stack-positions.ts";
@@ -65,10 +66,11 @@ class HostStart {
   private readonly queues: QueuesPlugin;
   private readonly plugins: HostPlugin[];
   private lines: RuntimeLines | undefined;
-  private miniflare: Miniflare | undefined;
+  /** Owns Miniflare, and restarts workerd when it exits under the host. */
+  private readonly runtime: RuntimeSupervisor;
   private guard: WorkerdGuard | undefined;
-  /** workerd's stdout closes when it exits: after start and before close(), that is a crash. */
-  private running = false;
+  /** workerd's children before a restart: the guard then watches the one the restart adds. */
+  private workerdBeforeRestart: ProcessInfo[] = [];
   private closing: Promise<void> | undefined;
 
   constructor(
@@ -91,6 +93,24 @@ class HostStart {
       dataDir: options.dataDir,
     });
     this.plugins = [this.queues, new CronTriggersPlugin({ deployment: options.deployment, clock, log })];
+    this.runtime = new RuntimeSupervisor({
+      clock,
+      log,
+      hooks: {
+        exited: () => {
+          for (const plugin of this.plugins) plugin.runtimeExited?.();
+        },
+        beforeRestart: () => {
+          this.guard?.stop();
+          this.workerdBeforeRestart = workerdChildren();
+        },
+        restarted: () => {
+          this.guard = WorkerdGuard.start(options.dataDir, this.workerdBeforeRestart);
+          for (const plugin of this.plugins) plugin.runtimeRestarted?.();
+        },
+        gaveUp: (reason) => options.onRuntimeExit?.(reason),
+      },
+    });
   }
 
   async run(): Promise<Host> {
@@ -116,6 +136,7 @@ class HostStart {
         registry: this.basics.registry,
         unopenedQueues: this.queues.unopenedQueues,
         miniflare: mf,
+        runtime: this.runtime,
         sources: set.sources,
         inspectorUrl,
         close: (graceMs = 0) => (this.closing ??= this.close(graceMs)),
@@ -163,7 +184,7 @@ class HostStart {
     let stderrRead: Promise<void> = Promise.resolve();
     setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
     const workerdBefore = workerdChildren();
-    const mf = new Miniflare({
+    const starting = this.runtime.start({
       workers: set.workers,
       cf: false,
       ...(this.viaEntry
@@ -177,11 +198,9 @@ class HostStart {
         createInterface({ input: stdout }).on("line", (line) => lines.forward(line, "stdout"));
         const stderrLines = createInterface({ input: stderr }).on("line", (line) => lines.forward(line, "stderr"));
         stderrRead = new Promise((resolve) => stderrLines.once("close", resolve));
-        stdout.once("close", () => this.runtimeExited());
       },
     });
-    this.miniflare = mf;
-    await mf.ready.catch(async (error: unknown) => {
+    const mf = await starting.catch(async (error: unknown) => {
       if (!isRuntimeFailure(error)) throw error;
       // workerd has exited, but the lines that say why (and name the config key) may still be in
       // the pipe: read to its end, which takes well under a second.
@@ -204,18 +223,6 @@ class HostStart {
       },
     };
     for (const plugin of this.plugins) await plugin.start(context);
-    this.running = true;
-  }
-
-  private runtimeExited(): void {
-    if (!this.running) return;
-    this.running = false;
-    this.basics.log.error(
-      "workerd (the Workers runtime) exited unexpectedly: no Worker runs until celld starts again. " +
-        "Messages waiting in queues stay there, their attempts not counted.",
-    );
-    for (const plugin of this.plugins) plugin.runtimeExited?.();
-    this.options.onRuntimeExit?.();
   }
 
   // Each step of a close runs once: a second would close servers already closed, and unlock a
@@ -223,12 +230,12 @@ class HostStart {
   // shutdown, a caller's cleanup after its own close) gets the first's promise, so it settles
   // when, and as, the first does.
   private async close(graceMs: number): Promise<void> {
-    this.running = false;
+    this.runtime.stopSupervising();
     // Together: each plugin's in-flight work gets the same grace, not one grace after another's.
     await Promise.all(this.plugins.map((plugin) => plugin.stop(graceMs)));
     // Miniflare's dispose destroys workerd's pipes and kills it, so nothing more can come from
     // its output: what the failure log still counts is said now.
-    await this.miniflare?.dispose();
+    await this.runtime.dispose();
     this.failures.flush();
     this.guard?.stop();
     for (const plugin of this.plugins) await plugin.dispose();
@@ -239,7 +246,7 @@ class HostStart {
   /** Undoes a start that failed part way, in the order close() uses. */
   private async abandon(): Promise<void> {
     for (const plugin of this.plugins) await plugin.stop(0).catch(() => undefined);
-    await this.miniflare?.dispose().catch(() => undefined);
+    await this.runtime.dispose().catch(() => undefined);
     this.guard?.stop();
     for (const plugin of this.plugins) await plugin.dispose().catch(() => undefined);
     await this.basics.registry.closeAll();

@@ -35,6 +35,8 @@ export interface HostPlugin {
   dispose(): Promise<void>;
   /** Stop work; in-flight work gets `graceMs` to finish. */
   stop(graceMs: number): Promise<void>;
-  /** workerd exited while the host ran (told before the host's onRuntimeExit, and before stop). */
+  /** workerd exited while the host ran (told before any restart, the host's onRuntimeExit and stop). */
   runtimeExited?(): void;
+  /** The host started workerd again after it exited: every Worker runs again, on the same sockets. */
+  runtimeRestarted?(): void;
 }

@@ -210,6 +210,12 @@ export class QueuesPlugin implements HostPlugin {
 
   runtimeExited(): void {
     for (const dispatcher of this.dispatchers) dispatcher.runtimeExited();
+    // workerd leaves its socket file behind, and one started again could not listen there.
+    this.dispatchSocketDir?.removeSockets();
+  }
+
+  runtimeRestarted(): void {
+    for (const dispatcher of this.dispatchers) dispatcher.runtimeRestarted();
   }
 
   async stop(graceMs: number): Promise<void> {

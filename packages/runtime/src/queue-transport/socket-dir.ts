@@ -44,6 +44,11 @@ export class SocketDir {
     return join(this.path, name);
   }
 
+  /** Removes the socket files a process that listened on them and exited left, keeping the directory. */
+  removeSockets(): void {
+    for (const name of this.names) rmSync(join(this.path, name), { force: true });
+  }
+
   /** Removes the sockets, and the directory if it was made for them. */
   close(): void {
     if (this.own) rmSync(this.path, { recursive: true, force: true });
