@@ -9,7 +9,7 @@ import { checkString } from "./fields.ts";
 import { checkEnvName } from "./names.ts";
 import { readApiStoreFormat, stampApiStoreFormat } from "./store-format.ts";
 
-export const apiScopes = ["events:publish", "events:write", "events:read", "metrics:read"] as const;
+export const apiScopes = ["events:publish", "events:write", "events:read", "metrics:read", "workers:write", "workers:read"] as const;
 export type ApiScope = (typeof apiScopes)[number];
 
 export interface ApiKeyInfo {

@@ -2,6 +2,7 @@ import { cloudflareConsumerRoutes } from "./queues/routes-consumers.ts";
 import { cloudflareMessageRoutes } from "./queues/routes-messages.ts";
 import { cloudflareQueueRoutes } from "./queues/routes-queues.ts";
 import { accountRoutes } from "./routes-accounts.ts";
+import { workerRoutes } from "./routes-workers.ts";
 import type { CloudflareRoute } from "./route.ts";
 
 /**
@@ -13,4 +14,5 @@ export const cloudflareRoutes: readonly CloudflareRoute[] = [
   ...cloudflareQueueRoutes,
   ...cloudflareConsumerRoutes,
   ...cloudflareMessageRoutes,
+  ...workerRoutes,
 ];

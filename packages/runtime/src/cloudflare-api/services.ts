@@ -1,9 +1,13 @@
+import type { DeployService } from "../deploy/deploy-service.ts";
+
 /**
  * What the host lends the Cloudflare routes beyond the native API's deps (ApiDeps): each member is
  * optional, so a server started without a host (tests of one route file) runs the routes that
  * need none. A route file that needs a host service adds its member here.
  */
 export interface CloudflareServices {
+  /** `celld serve`'s deployed Workers: scripts, versions, deployments, secrets, schedules. */
+  workers?: DeployService;
   /** The Workers config's side of its queues (queues/workers-queues.ts); absent: no config declares any. */
   workersQueues?: WorkersQueueInfo;
 }

@@ -162,6 +162,23 @@ export class DeployStore {
     return record;
   }
 
+  /**
+   * Removes a version no deployment names: an upload whose Worker could not start. Nothing else
+   * ever changes a stored version.
+   */
+  discardVersion(script: string, id: string): void {
+    checkVersionId(id);
+    if (this.deployments(script).some((d) => d.versions.some((v) => v.version_id === id))) {
+      throw new Error(`version ${id} of Worker "${script}" is deployed and cannot be discarded`);
+    }
+    const versionsDir = join(this.scriptDir(script), "versions");
+    const trash = join(versionsDir, `.discarded-${id}`);
+    renameSync(join(versionsDir, id), trash);
+    syncDir(versionsDir);
+    rmSync(trash, { recursive: true, force: true });
+    if (readdirSync(versionsDir).length === 0) rmSync(versionsDir, { recursive: true, force: true });
+  }
+
   version(script: string, id: string): VersionRecord {
     checkScriptName(script);
     checkVersionId(id);

@@ -1,0 +1,233 @@
+import { CronExpressionError, parseCron } from "../config/cron/cron-expression.ts";
+import { DeployError } from "../deploy/deploy-errors.ts";
+import { deployLimits } from "../deploy/deploy-limits.ts";
+import type { DeployService } from "../deploy/deploy-service.ts";
+import { isVersionId } from "../deploy/deploy-names.ts";
+import type { CloudflareContext, CloudflareReply, CloudflareRoute } from "./route.ts";
+import { bindingsJson, deploymentJson, scriptJson, serviceJson, versionJson } from "./workers-json.ts";
+
+/**
+ * Workers scripts, versions, deployments, secrets and triggers: what `wrangler deploy`, `versions`,
+ * `deployments`, `rollback`, `secret` and `delete` call (CLOUDFLARE-API-MAP.md §2.1–2.3), served by
+ * the host's DeployService. A Worker unknown here is 10007 on every path that names it, which
+ * wrangler reads as "first deploy" or "create a draft Worker".
+ */
+
+const scripts = "/accounts/{account}/workers/scripts";
+const script = `${scripts}/{script}`;
+const write = "workers:write" as const;
+const read = "workers:read" as const;
+
+export const workerRoutes: CloudflareRoute[] = [
+  { method: "GET", path: "/accounts/{account}/workers/services/{script}", scope: read, body: "none", handle: getService },
+  { method: "DELETE", path: "/accounts/{account}/workers/services/{script}", scope: write, body: "none", handle: deleteWorker },
+  { method: "DELETE", path: script, scope: write, body: "none", handle: deleteWorker },
+  { method: "GET", path: scripts, scope: read, body: "none", handle: listScripts },
+  { method: "PUT", path: script, scope: write, body: "raw", bodyBytesMax: deployLimits.uploadBodyBytesMax, handle: (ctx) => upload(ctx, true) },
+  { method: "POST", path: `${script}/versions`, scope: write, body: "raw", bodyBytesMax: deployLimits.uploadBodyBytesMax, handle: (ctx) => upload(ctx, false) },
+  { method: "GET", path: `${script}/versions`, scope: read, body: "none", handle: listVersions },
+  { method: "GET", path: `${script}/versions/{version}`, scope: read, body: "none", handle: getVersion },
+  { method: "GET", path: `${script}/deployments`, scope: read, body: "none", handle: listDeployments },
+  { method: "POST", path: `${script}/deployments`, scope: write, body: "json", handle: createDeployment },
+  { method: "GET", path: `${script}/settings`, scope: read, body: "none", handle: getSettings },
+  { method: "PATCH", path: `${script}/script-settings`, scope: write, body: "json", handle: patchScriptSettings },
+  { method: "GET", path: "/accounts/{account}/workers/subdomain", scope: read, body: "none", handle: accountSubdomain },
+  { method: "GET", path: `${script}/subdomain`, scope: read, body: "none", handle: getSubdomain },
+  { method: "POST", path: `${script}/subdomain`, scope: write, body: "json", handle: setSubdomain },
+  { method: "GET", path: `${script}/schedules`, scope: read, body: "none", handle: getSchedules },
+  { method: "PUT", path: `${script}/schedules`, scope: write, body: "json", handle: putSchedules },
+  { method: "GET", path: `${script}/secrets`, scope: read, body: "none", handle: listSecrets },
+  { method: "PUT", path: `${script}/secrets`, scope: write, body: "json", handle: putSecret },
+  { method: "DELETE", path: `${script}/secrets/{secret}`, scope: write, body: "none", handle: deleteSecret },
+  { method: "GET", path: `${script}/references`, scope: read, body: "none", handle: references },
+  { method: "GET", path: "/accounts/{account}/workers/tails/by-consumer/{script}", scope: read, body: "none", handle: async () => ({ result: [] }) },
+];
+
+function service(ctx: CloudflareContext): DeployService {
+  const workers = ctx.services.workers;
+  if (workers === undefined) throw new DeployError("script_not_found", "this celld runs no deployed Workers (start it with celld serve)");
+  return workers;
+}
+
+/** The service, and the Worker named in the path, which must exist (else 10007). */
+function existing(ctx: CloudflareContext): { workers: DeployService; name: string } {
+  const workers = service(ctx);
+  const name = ctx.params.script!;
+  workers.requireScript(name);
+  return { workers, name };
+}
+
+async function getService(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  return { result: serviceJson(workers.store, name) };
+}
+
+async function listScripts(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const workers = service(ctx);
+  const names = workers.store.scripts();
+  return { result: names.map((name) => scriptJson(workers.store, name)) };
+}
+
+async function upload(ctx: CloudflareContext, deploy: boolean): Promise<CloudflareReply> {
+  const workers = service(ctx);
+  const name = ctx.params.script!;
+  const started = performance.now();
+  const { version, deployment, warnings } = await workers.upload(name, ctx.bytes ?? new Uint8Array(), ctx.req.headers["content-type"], {
+    deploy,
+    annotations: {},
+  });
+  const startupTimeMs = Math.round(performance.now() - started);
+  const messages = warnings.map((message) => ({ code: 10000, message }));
+  if (!deploy) return { result: { ...versionJson(version), startup_time_ms: startupTimeMs }, messages };
+  return {
+    result: {
+      ...scriptJson(workers.store, name),
+      deployment_id: version.id,
+      startup_time_ms: startupTimeMs,
+      ...(deployment === undefined ? {} : { deployment: deploymentJson(deployment) }),
+    },
+    messages,
+  };
+}
+
+async function listVersions(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  return { result: { items: workers.store.versions(name).map((v) => versionJson(v)) } };
+}
+
+async function getVersion(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const id = ctx.params.version!;
+  if (!isVersionId(id)) throw new DeployError("version_not_found", `version id ${JSON.stringify(id)} is not a version id`);
+  return { result: versionJson(workers.store.version(name, id), workers.store.secretNames(name)) };
+}
+
+async function listDeployments(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  return { result: { deployments: workers.store.deployments(name).map(deploymentJson) } };
+}
+
+/** One version at 100%: gradual deployments (a split between two versions) are not served. */
+async function createDeployment(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const body = (ctx.body ?? {}) as { strategy?: unknown; versions?: unknown; annotations?: unknown };
+  const versions = Array.isArray(body.versions) ? (body.versions as { version_id?: unknown; percentage?: unknown }[]) : [];
+  const whole = versions.filter((v) => v.percentage === 100);
+  if (versions.length !== 1 || whole.length !== 1 || typeof whole[0]!.version_id !== "string") {
+    throw new DeployError(
+      "invalid_request",
+      `versions must name exactly one version at percentage 100, got ${JSON.stringify(body.versions ?? null)}: celld does not serve gradual deployments`,
+    );
+  }
+  const annotations = isStringRecord(body.annotations) ? body.annotations : {};
+  const deployment = await workers.deploy(name, whole[0]!.version_id as string, annotations);
+  return { result: deploymentJson(deployment) };
+}
+
+async function getSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const active = workers.store.active(name)?.version ?? workers.store.versions(name)[0];
+  return {
+    result: {
+      bindings: bindingsJson(active?.bindings ?? [], workers.store.secretNames(name)),
+      compatibility_date: active?.compatibilityDate,
+      compatibility_flags: active?.compatibilityFlags ?? [],
+      logpush: false,
+      tags: [],
+      tail_consumers: [],
+      usage_model: "standard",
+    },
+  };
+}
+
+/** Observability, logpush, tags, tail consumers: accepted and not acted on (said in messages). */
+async function patchScriptSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
+  existing(ctx);
+  return {
+    result: ctx.body ?? {},
+    messages: [{ code: 10000, message: "celld keeps no script settings (observability, logpush, tags, tail consumers): nothing changed" }],
+  };
+}
+
+/** The account's workers.dev name: its id. A Worker answers as `<name>.localhost` on --port. */
+async function accountSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
+  service(ctx);
+  return { result: { subdomain: ctx.account } };
+}
+
+async function getSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  return { result: { enabled: workers.store.settings(name).workersDev, previews_enabled: false } };
+}
+
+async function setSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const enabled = (ctx.body as { enabled?: unknown }).enabled;
+  if (typeof enabled !== "boolean") throw new DeployError("invalid_request", `enabled must be true or false, got ${JSON.stringify(enabled ?? null)}`);
+  const settings = workers.store.updateSettings(name, { workersDev: enabled });
+  return { result: { enabled: settings.workersDev, previews_enabled: false } };
+}
+
+async function getSchedules(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const settings = workers.store.settings(name);
+  return { result: { schedules: settings.schedules.map((cron) => ({ cron, created_on: settings.modifiedOn, modified_on: settings.modifiedOn })) } };
+}
+
+async function putSchedules(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  if (!Array.isArray(ctx.body)) throw new DeployError("invalid_request", "the body must be an array of {\"cron\": \"<expression>\"}");
+  const crons = (ctx.body as unknown[]).map((entry, i) => {
+    const cron = (entry as { cron?: unknown } | null)?.cron;
+    if (typeof cron !== "string") throw new DeployError("invalid_request", `[${i}].cron must be a string, got ${JSON.stringify(cron ?? null)}`);
+    try {
+      parseCron(cron);
+    } catch (error) {
+      if (!(error instanceof CronExpressionError)) throw error;
+      throw new DeployError("invalid_request", `[${i}].cron: ${error.message}`);
+    }
+    return cron;
+  });
+  await workers.setSchedules(name, [...new Set(crons)]);
+  return getSchedules(ctx);
+}
+
+async function listSecrets(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  return { result: workers.store.secretNames(name).map((secret) => ({ name: secret, type: "secret_text" })) };
+}
+
+async function putSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const body = ctx.body as { name?: unknown; text?: unknown; type?: unknown };
+  if (typeof body.name !== "string") throw new DeployError("invalid_request", `name must be a string, got ${JSON.stringify(body.name ?? null)}`);
+  if (body.type !== undefined && body.type !== "secret_text") {
+    throw new DeployError("invalid_request", `type ${JSON.stringify(body.type)} is not served: celld keeps secret_text secrets`);
+  }
+  if (typeof body.text !== "string") throw new DeployError("invalid_request", `text must be a string (the secret's value)`);
+  await workers.putSecret(name, body.name, body.text);
+  return { result: { name: body.name, type: "secret_text" } };
+}
+
+async function deleteSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  const secret = ctx.params.secret!;
+  if (!(await workers.deleteSecret(name, secret))) throw new DeployError("invalid_request", `Worker "${name}" has no secret "${secret}"`);
+  return { result: null };
+}
+
+async function deleteWorker(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existing(ctx);
+  await workers.deleteScript(name);
+  return { result: null };
+}
+
+/** What else depends on the Worker: celld tracks no such references, so nothing blocks a delete. */
+async function references(ctx: CloudflareContext): Promise<CloudflareReply> {
+  existing(ctx);
+  return { result: { services: { incoming: [] }, durable_objects: [], dispatch_outbounds: [] } };
+}
+
+function isStringRecord(value: unknown): value is Record<string, string> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && Object.values(value).every((v) => typeof v === "string");
+}
