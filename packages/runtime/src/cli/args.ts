@@ -25,13 +25,23 @@ export interface DevArgs {
   watch: boolean;
   /** For the user before anything starts: which config was found, when others were passed over. */
   warnings: string[];
+  /** A line per HTTP request and per queue batch, as wrangler dev prints them. */
+  logRequests: boolean;
+  /** `json`: every line one JSON object, for log shippers. */
+  logFormat: LogFormat;
+  /** Serve GET /metrics on the API port without a key. */
+  metricsPublic: boolean;
 }
+
+export const logFormats = ["text", "json"] as const;
+export type LogFormat = (typeof logFormats)[number];
 
 export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
 export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--api-host 127.0.0.1] [--inspector-port PORT] [--test-scheduled] [--watch]
+                 [--log-requests] [--log-format text|json] [--metrics-public]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (the first one serves HTTP). Default: as wrangler finds it, in
@@ -56,6 +66,12 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --watch             restart the Workers when a config, its .dev.vars or .env, or a file a
                       Worker's bundle is built from changes; a config or bundle that fails
                       leaves the running Workers as they were
+  --log-requests      print a line per HTTP request to the Workers and per queue batch
+                      (GET /jobs 202 Accepted (3ms), QUEUE jobs 10/10 (9ms))
+  --log-format FORMAT text (default) or json: one JSON object per line (level, time,
+                      message, and the Worker, queue and other fields a line has)
+  --metrics-public    serve GET /metrics on the API port without a key (otherwise a key
+                      with the scope metrics:read)
 
        celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
        celld keys list [--all] [--data DIR] [-c FILE]
@@ -69,7 +85,8 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
                       recorded in d1_migrations, as wrangler d1 migrations apply --local does
        celld --version     celld's version, and the workerd and Miniflare it runs Workers in
 
-  scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read`;
+  scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read,
+          metrics:read (GET /metrics)`;
 
 /** wrangler's config file names, in the order it prefers them in one directory. */
 const configNames = ["wrangler.json", "wrangler.jsonc", "wrangler.toml"];
@@ -197,6 +214,9 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       env: { type: "string", short: "e" },
       "test-scheduled": { type: "boolean" },
       watch: { type: "boolean" },
+      "log-requests": { type: "boolean" },
+      "log-format": { type: "string" },
+      "metrics-public": { type: "boolean" },
     },
     strict: true,
     allowPositionals: false,
@@ -243,6 +263,13 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       throw new UsageError(`--inspector-port must differ from ${taken} (both ${inspectorPort}): the inspector needs a port of its own`);
     }
   }
+  const logFormat = values["log-format"] ?? "text";
+  if (!(logFormats as readonly string[]).includes(logFormat)) {
+    throw new UsageError(`--log-format must be ${logFormats.join(" or ")}, got "${logFormat}"`);
+  }
+  if (values["metrics-public"] === true && apiPort === undefined) {
+    throw new UsageError("--metrics-public needs --api-port: /metrics is served on the API port");
+  }
   return {
     configs,
     port: workersPort,
@@ -255,6 +282,9 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     testScheduled: values["test-scheduled"] ?? false,
     watch: values.watch ?? false,
     warnings,
+    logRequests: values["log-requests"] ?? false,
+    logFormat: logFormat as LogFormat,
+    metricsPublic: values["metrics-public"] ?? false,
   };
 }
 
