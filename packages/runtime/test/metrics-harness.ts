@@ -24,6 +24,7 @@ export async function metricsHarness(options: { public?: boolean; clock?: Clock 
   const keys = ApiKeyStore.open(dataDir, { clock });
   const endpoint = new MetricsEndpoint({ metrics, registry, clock, ...(options.public === undefined ? {} : { public: options.public }) });
   const server = await startApiServer({ registry, keys, dataDir, clock, port: 0, metrics: endpoint });
+  metrics.connections.watch("api", () => server.connections);
   onTestFinished(async () => {
     await server.close();
     await registry.closeAll();

@@ -100,6 +100,9 @@ describe("GET /metrics", () => {
     expect(sample(text, "celld_fsync_seconds_count")).toBeGreaterThan(0);
     expect(sample(text, "process_resident_memory_bytes")).toBeGreaterThan(0);
     expect(sample(text, "nodejs_eventloop_lag_seconds")).toBeGreaterThanOrEqual(0);
+    expect(sample(text, "celld_connections_open", { port: "api" })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, "celld_connections_refused_total", { port: "api" })).toBe(0);
+    expect(sample(text, "celld_connections_closed_total", { port: "api", reason: "idle" })).toBe(0);
 
     const check = promtoolCheck(text);
     expect(check.output).toBe("");

@@ -2,6 +2,7 @@ import { fdatasync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { CellObserver, CellTally, SyncFile } from "@celld/queue-cell";
+import { ConnectionMetrics } from "./connection-metrics.ts";
 import { queueLabelsOf, type QueueLabels } from "./queue-labels.ts";
 
 const queueLabelNames = ["environment", "queue"] as const;
@@ -54,6 +55,8 @@ export class CelldMetrics {
   private readonly ackAgeSeconds: Histogram<"environment" | "queue">;
   private readonly fsyncSeconds: Histogram;
   readonly workerdExits: Counter;
+  /** The ports' client connections (their guards' counters). */
+  readonly connections: ConnectionMetrics;
 
   constructor(options: { workerEnv: string }) {
     this.workerEnv = options.workerEnv;
@@ -105,6 +108,7 @@ export class CelldMetrics {
       help: "Times workerd, which runs the Workers, exited while celld ran.",
       registers,
     });
+    this.connections = new ConnectionMetrics(this.registry);
     collectDefaultMetrics({ register: this.registry });
     // Gauges named like counters, which promtool's lint refuses; what they count (open handles,
     // requests, resources) says little about a queue host.
@@ -118,6 +122,9 @@ export class CelldMetrics {
   /** The observer the registry gives the cell named `name` at each open. */
   observerFor = (name: string): CellObserver => {
     const labels = this.labelsOf(name);
+    // Every counter of the queue exists from its first open, at 0: a rate over a series that
+    // appears at its first increment misses that increment.
+    for (const counter of this.tally.values()) counter.inc(labels, 0);
     return {
       committed: (tally) => {
         for (const [field, counter] of this.tally) if (tally[field] > 0) counter.inc(labels, tally[field]);
