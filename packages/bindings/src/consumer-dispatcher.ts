@@ -185,6 +185,14 @@ export class ConsumerDispatcher {
     return this.inFlight.size;
   }
 
+  get queue(): string {
+    return this.settings.queue;
+  }
+
+  get maxConcurrency(): number {
+    return this.settings.maxConcurrency;
+  }
+
   start(): void {
     if (this.running) return;
     this.running = true;

@@ -1,5 +1,5 @@
 // The native queues HTTP API: what the host's CLI starts, and what tests and the client import.
-export { startApiServer, apiRoutes, type ApiServer, type ApiServerOptions, type ApiServerTimeouts } from "./server.ts";
+export { startApiServer, apiRoutes, type ApiServer, type ApiServerOptions, type ApiServerTimeouts, type AnsweredRequest } from "./server.ts";
 export {
   ApiKeyStore,
   apiScopes,

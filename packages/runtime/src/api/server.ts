@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { performance } from "node:perf_hooks";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
@@ -90,8 +91,18 @@ export interface ApiServerOptions {
   connectionsMax?: number;
   /** Told, at most once a minute, of connections refused or closed (the guard's line). */
   onConnectionsClosed?: (line: string) => void;
+  /** Told of each request once answered (`celld dev --log-requests`). */
+  onAnswered?: (request: AnsweredRequest) => void;
   /** Serves `GET /metrics` (see metrics-route.ts); without it, /metrics is not found. */
   metrics?: MetricsEndpoint;
+}
+
+export interface AnsweredRequest {
+  method: string;
+  /** The path and query as sent. */
+  url: string;
+  status: number;
+  durationMs: number;
 }
 
 export interface ApiServer {
@@ -149,6 +160,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     refusedBodyDrainMs: timeouts.refusedBodyDrainMs,
   });
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    if (options.onAnswered !== undefined) reportWhenAnswered(req, res, options.onAnswered);
     const handling = CloudflareMount.serves(pathOf(req))
       ? cloudflare.handle(req, res)
       : handle(req, res, router, deps, stopping.signal, onInternalError, timeouts.refusedBodyDrainMs, storageLog, answers);
@@ -314,6 +326,11 @@ function pathOf(req: IncomingMessage): string {
   const url = req.url ?? "/";
   const query = url.indexOf("?");
   return query === -1 ? url : url.slice(0, query);
+}
+
+function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, tell: (request: AnsweredRequest) => void): void {
+  const started = performance.now();
+  res.once("finish", () => tell({ method: req.method ?? "", url: req.url ?? "", status: res.statusCode, durationMs: performance.now() - started }));
 }
 
 function answerOf(reply: Reply): Answer {

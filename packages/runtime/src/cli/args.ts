@@ -66,8 +66,8 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --watch             restart the Workers when a config, its .dev.vars or .env, or a file a
                       Worker's bundle is built from changes; a config or bundle that fails
                       leaves the running Workers as they were
-  --log-requests      print a line per HTTP request to the Workers and per queue batch
-                      (GET /jobs 202 Accepted (3ms), QUEUE jobs 10/10 (9ms))
+  --log-requests      print a line per HTTP request to the API port and per queue batch
+                      (GET /metrics 200 OK (3ms), QUEUE jobs 10/10 (9ms))
   --log-format FORMAT text (default) or json: one JSON object per line (level, time,
                       message, and the Worker, queue and other fields a line has)
   --metrics-public    serve GET /metrics on the API port without a key (otherwise a key

@@ -3,7 +3,8 @@ import { constants } from "node:os";
 import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
 import { storageCause } from "@celld/queue-cell";
-import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
+import type { BatchReport } from "@celld/bindings";
+import { ApiKeyStore, defaultWorkerEnv, startApiServer, type AnsweredRequest, type ApiServer } from "../api/index.ts";
 import { bundleWorker, type WorkerBundle } from "../bundle/bundle.ts";
 import {
   devVarsFileNames,
@@ -16,7 +17,11 @@ import {
   type WorkerConfig,
 } from "../config/index.ts";
 import { DataDirUnusableError } from "../host/data-dir-lock.ts";
-import { consoleHostLog, watchOutputStreams } from "../host/host-log.ts";
+import { consoleHostLog, watchOutputStreams, type HostLog } from "../host/host-log.ts";
+import { ActivityLog } from "../logs/activity-log.ts";
+import { JsonHostLog } from "../logs/json-log.ts";
+import { CelldMetrics } from "../metrics/celld-metrics.ts";
+import { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { startHost, type Host } from "../host/host.ts";
 import { checkPortFree } from "../host/port-check.ts";
 import type { DevArgs } from "./args.ts";
@@ -37,7 +42,10 @@ const cellIdleCloseMs = 5 * 60_000;
  * Workers on the same data directory, once the new deployment has loaded and bundled.
  */
 export async function dev(args: DevArgs): Promise<number> {
-  const log = consoleHostLog;
+  const log = hostLogFor(args);
+  const activity = args.logRequests ? new ActivityLog(log) : undefined;
+  // Kept across restarts: counters count from celld's start. Only the API port serves them.
+  const metrics = args.apiPort === undefined ? undefined : new CelldMetrics({ workerEnv: defaultWorkerEnv });
   // Set once the shutdown below exists; until then a closed output is remembered and acted on then.
   let outputClosed: string | undefined;
   let stopForOutput = (): void => {};
@@ -75,6 +83,8 @@ export async function dev(args: DevArgs): Promise<number> {
       triggerHandlers: args.testScheduled,
       inspectorPort,
       onRuntimeExit: () => runtimeExited(),
+      metrics,
+      ...(activity === undefined ? {} : { onBatch: (report: BatchReport) => activity.batch(report) }),
     });
   // A start that fails goes to main's report (start-failure.ts), as one line where it can.
   let host: Host | undefined = await start(deployment);
@@ -82,8 +92,8 @@ export async function dev(args: DevArgs): Promise<number> {
   if (host.inspectorUrl !== undefined) inspectorPort = Number(host.inspectorUrl.port);
   let api: ApiServer | undefined;
   let apiKeys: ApiKeyStore | undefined;
-  const startApi = (h: Host): Promise<ApiServer> =>
-    startApiServer({
+  const startApi = async (h: Host): Promise<ApiServer> => {
+    const server = await startApiServer({
       registry: h.registry,
       keys: apiKeys!,
       dataDir: args.dataDir,
@@ -92,7 +102,14 @@ export async function dev(args: DevArgs): Promise<number> {
       workerQueues: { declared: () => deployment.queues },
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
+      ...(metrics === undefined
+        ? {}
+        : { metrics: new MetricsEndpoint({ metrics, registry: h.registry, public: args.metricsPublic, consumers: () => h.consumerLoads() }) }),
+      ...(activity === undefined ? {} : { onAnswered: (r: AnsweredRequest) => activity.request({ ...r, port: "api" }) }),
     });
+    metrics?.connections.watch("api", () => server.connections);
+    return server;
+  };
   if (args.apiPort !== undefined) {
     try {
       apiKeys = ApiKeyStore.open(args.dataDir);
@@ -258,6 +275,9 @@ export async function dev(args: DevArgs): Promise<number> {
       log.info(`its scheduled() handler runs at ${h.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
     }
     if (a !== undefined) log.info(`queues API listening on ${a.url}/v1 (keys: celld keys create ...)`);
+    if (a !== undefined) {
+      log.info(`dashboard at ${a.url}/; metrics at ${a.url}/metrics (${args.metricsPublic ? "public" : "a key with metrics:read"})`);
+    }
     if (h.inspectorUrl !== undefined) {
       log.info(`inspector listening on ${h.inspectorUrl.href} (Chrome: chrome://inspect, Configure... 127.0.0.1:${h.inspectorUrl.port})`);
     }
@@ -296,11 +316,16 @@ function takeSignals(): void {
   }
 }
 
+/** `--log-format json`: every line as a JSON object; else celld's text lines. */
+function hostLogFor(args: DevArgs): HostLog {
+  return args.logFormat === "json" ? new JsonHostLog() : consoleHostLog;
+}
+
 type Loaded = { ok: true; deployment: Deployment } | { ok: false; error: ConfigError };
 
 /** The deployment the command line names, its warnings and its Workers' dev vars told. */
 function load(args: DevArgs): Loaded {
-  const log = consoleHostLog;
+  const log = hostLogFor(args);
   let deployment: Deployment;
   try {
     deployment = loadDeployment(args.configs, { environment: args.environment });

@@ -24,6 +24,7 @@ export function openCellRegistry(options: HostOptions, deployment: Deployment, c
       idleCloseMs: options.cellIdleCloseMs,
       onBackgroundError: (error) => logCellBackgroundError(log, error),
       onWarning: (message) => log.warn(message),
+      ...(options.metrics === undefined ? {} : { observe: options.metrics.observerFor, syncFile: options.metrics.syncFile }),
     });
   } catch (error) {
     throw dataDirUnusable(options.dataDir, "creating its cells directory", error);

@@ -4,6 +4,8 @@ import type { RuntimeSupervisor } from "../workerd/runtime-supervisor.ts";
 import type { Miniflare } from "miniflare";
 import type { WorkerBundle } from "../bundle/bundle.ts";
 import type { Deployment } from "../config/index.ts";
+import type { CelldMetrics } from "../metrics/celld-metrics.ts";
+import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
 import type { HostLog } from "./host-log.ts";
 
 export interface HostOptions {
@@ -56,6 +58,8 @@ export interface HostOptions {
    * Process-wide: see miniflare-v8-flags.ts.
    */
   workerdV8Flags?: readonly string[];
+  /** Where the cells, the consumers' batches and workerd's exits are counted (`GET /metrics`). */
+  metrics?: CelldMetrics;
 }
 
 export interface Host {
@@ -71,6 +75,8 @@ export interface Host {
   readonly sources: readonly string[];
   /** Where the inspector answers (`ws://127.0.0.1:PORT`), with `inspectorPort`; else undefined. */
   readonly inspectorUrl: URL | undefined;
+  /** Each consumer's batches running now and its max_concurrency. */
+  consumerLoads(): ConsumerLoad[];
   /**
    * Stops consumers (in-flight batches get `graceMs`), workerd and the cells. Called again, it
    * returns the first call's promise (the first call's `graceMs` holds).

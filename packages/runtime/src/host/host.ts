@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { isCellError, systemClock, type CellRegistry, type Clock } from "@celld/queue-cell";
-import { ConsumerFailureLog } from "@celld/bindings";
+import { ConsumerFailureLog, type BatchReport } from "@celld/bindings";
 import type { Miniflare, WorkerOptions } from "miniflare";
 import { setWorkerdV8Flags } from "../workerd/miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd/workerd-v8-flags-default.ts";
@@ -89,7 +89,7 @@ class HostStart {
       log,
       wallTimeSeconds: options.consumerWallTimeSeconds,
       batchBytesInFlightMax: options.consumerBatchBytesInFlightMax,
-      onBatch: options.onBatch,
+      onBatch: batchReporter(options),
       dataDir: options.dataDir,
     });
     this.plugins = [this.queues, new CronTriggersPlugin({ deployment: options.deployment, clock, log })];
@@ -98,6 +98,7 @@ class HostStart {
       log,
       hooks: {
         exited: () => {
+          options.metrics?.workerdExits.inc();
           for (const plugin of this.plugins) plugin.runtimeExited?.();
         },
         beforeRestart: () => {
@@ -106,6 +107,7 @@ class HostStart {
         },
         restarted: () => {
           this.guard = WorkerdGuard.start(options.dataDir, this.workerdBeforeRestart);
+          options.metrics?.workerdRestarts.inc();
           for (const plugin of this.plugins) plugin.runtimeRestarted?.();
         },
         gaveUp: (reason) => options.onRuntimeExit?.(reason),
@@ -139,6 +141,7 @@ class HostStart {
         runtime: this.runtime,
         sources: set.sources,
         inspectorUrl,
+        consumerLoads: () => this.queues.consumerLoads(),
         close: (graceMs = 0) => (this.closing ??= this.close(graceMs)),
       };
     } catch (error) {
@@ -252,4 +255,19 @@ class HostStart {
     await this.basics.registry.closeAll();
     this.basics.unlock();
   }
+}
+
+/** The consumers' batch reports, counted in the metrics (when kept) and told to options.onBatch. */
+function batchReporter(options: HostOptions): ((report: BatchReport) => void) | undefined {
+  const { metrics, onBatch } = options;
+  if (metrics === undefined) return onBatch;
+  return (report) => {
+    metrics.batch({
+      queue: report.queue,
+      outcome: report.outcome,
+      durationSeconds: report.durationMs / 1000,
+      ackedAgesSeconds: report.ackedAgesMs.map((ms) => ms / 1000),
+    });
+    onBatch?.(report);
+  };
 }

@@ -10,6 +10,8 @@ export interface RequestRecord {
   durationMs: number;
   /** The Worker that answered, when a Worker did. */
   worker?: string;
+  /** Which of celld's ports took it: the Workers' (`--port`) or the API's (`--api-port`). */
+  port?: "workers" | "api";
 }
 
 export function requestLine(r: RequestRecord): string {
@@ -45,6 +47,7 @@ export function batchFields(r: BatchReport): Record<string, unknown> {
 export function requestFields(r: RequestRecord): Record<string, unknown> {
   return {
     ...(r.worker === undefined ? {} : { worker: r.worker }),
+    ...(r.port === undefined ? {} : { port: r.port }),
     method: r.method,
     url: r.url,
     status: r.status,

@@ -55,6 +55,7 @@ export class CelldMetrics {
   private readonly ackAgeSeconds: Histogram<"environment" | "queue">;
   private readonly fsyncSeconds: Histogram;
   readonly workerdExits: Counter;
+  readonly workerdRestarts: Counter;
   /** The ports' client connections (their guards' counters). */
   readonly connections: ConnectionMetrics;
 
@@ -106,6 +107,11 @@ export class CelldMetrics {
     this.workerdExits = new Counter({
       name: "celld_workerd_exits_total",
       help: "Times workerd, which runs the Workers, exited while celld ran.",
+      registers,
+    });
+    this.workerdRestarts = new Counter({
+      name: "celld_workerd_restarts_total",
+      help: "Times celld started workerd again after it exited.",
       registers,
     });
     this.connections = new ConnectionMetrics(this.registry);

@@ -19,6 +19,7 @@ import {
   queueDispatchWorkerOptions,
   unixDirectSocketListening,
 } from "../queue-transport/queue-dispatch-worker.ts";
+import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
@@ -216,6 +217,11 @@ export class QueuesPlugin implements HostPlugin {
 
   runtimeRestarted(): void {
     for (const dispatcher of this.dispatchers) dispatcher.runtimeRestarted();
+  }
+
+  /** Each consumer's batches running now and its max_concurrency (for /metrics). */
+  consumerLoads(): ConsumerLoad[] {
+    return this.dispatchers.map((d) => ({ queue: d.queue, inUse: d.batchesInFlight, max: d.maxConcurrency }));
   }
 
   async stop(graceMs: number): Promise<void> {
