@@ -42,95 +42,142 @@ const cellIdleCloseMs = 5 * 60_000;
  * Workers on the same data directory, once the new deployment has loaded and bundled.
  */
 export async function dev(args: DevArgs): Promise<number> {
-  const log = hostLogFor(args);
-  const activity = args.logRequests ? new ActivityLog(log) : undefined;
-  // Kept across restarts: counters count from celld's start. Only the API port serves them.
-  const metrics = args.apiPort === undefined ? undefined : new CelldMetrics({ workerEnv: defaultWorkerEnv });
-  // Set once the shutdown below exists; until then a closed output is remembered and acted on then.
-  let outputClosed: string | undefined;
-  let stopForOutput = (): void => {};
-  watchOutputStreams((stream, code) => {
-    outputClosed = `${stream} was closed (${code})`;
-    stopForOutput();
-  });
-  for (const warning of args.warnings) log.warn(warning);
-  const loaded = load(args);
-  if (!loaded.ok) {
-    printConfigIssues(loaded.error, "nothing was started");
-    return exitStatus.config;
-  }
-  let deployment = loaded.deployment;
+  return new DevSession(args).run();
+}
 
-  // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
-  // only fail as a stack trace.
-  if (args.apiPort !== undefined) await checkPortFree(args.apiHost, args.apiPort, "--api-port");
-  if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
-
-  // Set once the shutdown below exists; workerd cannot exit unexpectedly before startHost returns.
-  let runtimeExited = (): void => {};
+/**
+ * One `celld dev` run: what runs now (deployment, host, API) and the ports it keeps across
+ * restarts, as fields the stages share. The stages: load, check the ports, start the host, start
+ * the API, take the signals, print the banner, watch.
+ */
+class DevSession {
+  private readonly log: HostLog;
+  private readonly activity: ActivityLog | undefined;
+  /** Kept across restarts: counters count from celld's start. Only the API port serves them. */
+  private readonly metrics: CelldMetrics | undefined;
+  private deployment!: Deployment;
+  private host: Host | undefined;
+  private api: ApiServer | undefined;
+  private apiKeys: ApiKeyStore | undefined;
   // A restart keeps the ports the first start listened on, free ones picked for a port 0 too.
-  let port = args.port;
-  let inspectorPort = args.inspectorPort;
-  const start = (d: Deployment, bundles?: ReadonlyMap<string, WorkerBundle>): Promise<Host> =>
-    startHost({
-      deployment: d,
-      bundles,
-      dataDir: args.dataDir,
-      port,
-      host: args.host,
-      log,
-      cellIdleCloseMs,
-      triggerHandlers: args.testScheduled,
-      inspectorPort,
-      onRuntimeExit: () => runtimeExited(),
-      metrics,
-      ...(activity === undefined ? {} : { onBatch: (report: BatchReport) => activity.batch(report) }),
+  private port: number;
+  private inspectorPort: number | undefined;
+  /** Set when stdout or stderr was closed: acted on once the stop exists. */
+  private outputClosed: string | undefined;
+  private stopping = false;
+  /** A restart and the stop run one after another, never together. */
+  private steps: Promise<void> = Promise.resolve();
+  private watch: SourceWatch | undefined;
+  /** A reload that is asked for and has not begun: the files it is for. */
+  private asked: Set<string> | undefined;
+  private lastSources: readonly string[] = [];
+  /** Set once the stop exists (stage "take the signals"); until then a call does nothing. */
+  private stop: (reason: string, exitCode?: number) => void = () => undefined;
+
+  constructor(private readonly args: DevArgs) {
+    this.port = args.port;
+    this.inspectorPort = args.inspectorPort;
+    this.log = hostLogFor(args);
+    this.activity = args.logRequests ? new ActivityLog(this.log) : undefined;
+    this.metrics = args.apiPort === undefined ? undefined : new CelldMetrics({ workerEnv: defaultWorkerEnv });
+  }
+
+  async run(): Promise<number> {
+    const { args, log } = this;
+    watchOutputStreams((stream, code) => {
+      this.outputClosed = `${stream} was closed (${code})`;
+      this.stopForOutput();
     });
-  // A start that fails goes to main's report (start-failure.ts), as one line where it can.
-  let host: Host | undefined = await start(deployment);
-  port = Number(host.url.port);
-  if (host.inspectorUrl !== undefined) inspectorPort = Number(host.inspectorUrl.port);
-  let api: ApiServer | undefined;
-  let apiKeys: ApiKeyStore | undefined;
-  const startApi = async (h: Host): Promise<ApiServer> => {
+    for (const warning of args.warnings) log.warn(warning);
+    const loaded = load(args);
+    if (!loaded.ok) {
+      printConfigIssues(loaded.error, "nothing was started");
+      return exitStatus.config;
+    }
+    this.deployment = loaded.deployment;
+    // Before anything starts, as the Workers' port is: once workerd runs, a taken API port could
+    // only fail as a stack trace.
+    if (args.apiPort !== undefined) await checkPortFree(args.apiHost, args.apiPort, "--api-port");
+    if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
+    // A start that fails goes to main's report (start-failure.ts), as one line where it can.
+    const host = await this.startHost();
+    this.port = Number(host.url.port);
+    if (host.inspectorUrl !== undefined) this.inspectorPort = Number(host.inspectorUrl.port);
+    if (args.apiPort !== undefined) {
+      const failed = await this.startFirstApi(host);
+      if (failed !== undefined) return failed;
+    }
+    const stopped = this.takeStop();
+    // Only once the signals are ours: a supervisor may signal as soon as it reads this.
+    this.printBanner(host, this.api);
+    if (args.watch) this.startWatch();
+    return stopped;
+  }
+
+  private startHost(bundles?: ReadonlyMap<string, WorkerBundle>): Promise<Host> {
+    return startHost({
+      deployment: this.deployment,
+      bundles,
+      dataDir: this.args.dataDir,
+      port: this.port,
+      host: this.args.host,
+      log: this.log,
+      cellIdleCloseMs,
+      triggerHandlers: this.args.testScheduled,
+      inspectorPort: this.inspectorPort,
+      // workerd cannot exit unexpectedly before startHost returns, and stop exists by then.
+      onRuntimeExit: () => {
+        if (!this.stopping) this.stop("workerd exited too often", exitStatus.failed);
+      },
+      metrics: this.metrics,
+      ...(this.activity === undefined ? {} : { onBatch: (report: BatchReport) => this.activity!.batch(report) }),
+    }).then((host) => (this.host = host));
+  }
+
+  private async startApi(host: Host): Promise<ApiServer> {
+    const { args, log, metrics, activity } = this;
     const server = await startApiServer({
-      registry: h.registry,
-      keys: apiKeys!,
+      registry: host.registry,
+      keys: this.apiKeys!,
       dataDir: args.dataDir,
       port: args.apiPort!,
       host: args.apiHost,
-      workerQueues: { declared: () => deployment.queues },
+      workerQueues: { declared: () => this.deployment.queues },
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
       ...(metrics === undefined
         ? {}
-        : { metrics: new MetricsEndpoint({ metrics, registry: h.registry, public: args.metricsPublic, consumers: () => h.consumerLoads() }) }),
+        : { metrics: new MetricsEndpoint({ metrics, registry: host.registry, public: args.metricsPublic, consumers: () => host.consumerLoads() }) }),
       ...(activity === undefined ? {} : { onAnswered: (r: AnsweredRequest) => activity.request({ ...r, port: "api" }) }),
     });
     metrics?.connections.watch("api", () => server.connections);
     return server;
-  };
-  if (args.apiPort !== undefined) {
+  }
+
+  /** The API's first start; an exit status if it could not start (the host is closed then). */
+  private async startFirstApi(host: Host): Promise<number | undefined> {
     try {
-      apiKeys = ApiKeyStore.open(args.dataDir);
-      api = await startApi(host);
+      this.apiKeys = ApiKeyStore.open(this.args.dataDir);
+      this.api = await this.startApi(host);
+      return undefined;
     } catch (error) {
-      const opening = apiKeys === undefined ? "opening api/keys.sqlite" : "opening api/catalog.sqlite";
-      apiKeys?.close();
+      const opening = this.apiKeys === undefined ? "opening api/keys.sqlite" : "opening api/catalog.sqlite";
+      this.apiKeys?.close();
       await host.close();
       // The API's own files, damaged, unreadable or a newer celld's, are the operator's to fix as
       // a queue's are: one line naming the file and the cause. (A port in use is not SQLite's,
       // and is thrown.)
       if (!(error instanceof Database.SqliteError) && storageCause(error).cause !== "newer-format") throw error;
-      console.error(`celld: ${new DataDirUnusableError(args.dataDir, opening, error).message}`);
+      console.error(`celld: ${new DataDirUnusableError(this.args.dataDir, opening, error).message}`);
       return exitStatus.failed;
     }
   }
+
   /** Stops the API server and the host that run now, if any; the key store stays open. */
-  const closeRunning = async (graceMs: number): Promise<void> => {
-    const [runningApi, runningHost] = [api, host];
-    api = undefined;
-    host = undefined;
+  private async closeRunning(graceMs: number): Promise<void> {
+    const [runningApi, runningHost] = [this.api, this.host];
+    this.api = undefined;
+    this.host = undefined;
     // Closing the host hands running batches back and closes the cells: a failed API close
     // must not skip it.
     try {
@@ -138,99 +185,115 @@ export async function dev(args: DevArgs): Promise<number> {
     } finally {
       await runningHost?.close(graceMs);
     }
-  };
-  let stopping = false;
-  // A restart and the stop run one after another, never together.
-  let steps: Promise<void> = Promise.resolve();
-  let watch: SourceWatch | undefined;
-  const stopped = new Promise<number>((resolve) => {
-    /**
-     * `exitCode`: 0 for a signal, 1 when celld stops on its own (workerd went away, its output was
-     * closed), so that a supervisor's Restart=on-failure starts it again.
-     */
-    const stop = (reason: string, exitCode: number = exitStatus.ok): void => {
-      if (stopping) {
-        const cutOff = hasCrons(deployment) ? "; cron runs still going are cut off, not run again" : "";
-        log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
-        // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
-        process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
-      }
-      stopping = true;
-      watch?.close();
-      log.info(`${reason}: stopping (${inFlightGrace(deployment)})...`);
-      // After a restart under way: it may be starting a host this has to close.
-      steps = steps
-        .then(async () => {
-          try {
-            await closeRunning(shutdownGraceMs);
-          } finally {
-            apiKeys?.close();
-          }
-        })
-        .then(
-          () => {
-            log.info("stopped");
-            resolve(exitCode);
-          },
-          (error: unknown) => {
-            log.error("shutdown failed", error);
-            resolve(exitStatus.failed);
-          },
-        );
-    };
-    runtimeExited = () => {
-      if (!stopping) stop("workerd exited too often", exitStatus.failed);
-    };
-    stopForOutput = () => {
-      if (!stopping && outputClosed !== undefined) stop(outputClosed, exitStatus.failed);
-    };
-    stopForOutput();
-    for (const signal of stopSignals) ourSignalListeners.set(signal, () => stop(signal));
-    takeSignals();
-    watchNpmParent(() => {
-      if (!stopping) stop("the npm script that started celld has ended");
-    });
-  });
-  // Only once the signals are ours: a supervisor may signal as soon as it reads this.
-  printBanner(host, api);
-  if (!args.watch) return stopped;
+  }
 
-  /** A reload that is asked for and has not begun: the files it is for. */
-  let asked: Set<string> | undefined;
-  let lastSources = host.sources;
-  const watched = (): string[] => [...watchedFiles(deployment, args.environment), ...lastSources];
+  private stopForOutput(): void {
+    if (!this.stopping && this.outputClosed !== undefined) this.stop(this.outputClosed, exitStatus.failed);
+  }
+
+  /**
+   * Sets up the stop, makes the stop signals celld's, and returns what the run resolves to: 0 for
+   * a signal, 1 when celld stops on its own (workerd went away, its output was closed), so that a
+   * supervisor's Restart=on-failure starts it again.
+   */
+  private takeStop(): Promise<number> {
+    return new Promise<number>((resolve) => {
+      this.stop = (reason, exitCode = exitStatus.ok) => this.stopOnce(reason, exitCode, resolve);
+      this.stopForOutput();
+      for (const signal of stopSignals) ourSignalListeners.set(signal, () => this.stop(signal));
+      takeSignals();
+      watchNpmParent(() => {
+        if (!this.stopping) this.stop("the npm script that started celld has ended");
+      });
+    });
+  }
+
+  private stopOnce(reason: string, exitCode: number, resolve: (code: number) => void): void {
+    const { log } = this;
+    if (this.stopping) {
+      const cutOff = hasCrons(this.deployment) ? "; cron runs still going are cut off, not run again" : "";
+      log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
+      // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
+      process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
+    }
+    this.stopping = true;
+    this.watch?.close();
+    log.info(`${reason}: stopping (${inFlightGrace(this.deployment)})...`);
+    // After a restart under way: it may be starting a host this has to close.
+    this.steps = this.steps
+      .then(async () => {
+        try {
+          await this.closeRunning(shutdownGraceMs);
+        } finally {
+          this.apiKeys?.close();
+        }
+      })
+      .then(
+        () => {
+          log.info("stopped");
+          resolve(exitCode);
+        },
+        (error: unknown) => {
+          log.error("shutdown failed", error);
+          resolve(exitStatus.failed);
+        },
+      );
+  }
+
+  private watched(): string[] {
+    return [...watchedFiles(this.deployment, this.args.environment), ...this.lastSources];
+  }
+
   // The asset router lists a directory's files at start: one added or removed needs a restart.
-  const assetTrees = (): string[] => deployment.workers.flatMap((worker) => worker.assets?.directory ?? []);
-  const restart = async (): Promise<void> => {
-    const changed = [...asked!];
-    asked = undefined;
-    if (stopping) return;
-    log.info(`${changed.map((path) => relative(process.cwd(), path)).join(", ")} changed: restarting (${inFlightGrace(deployment)})`);
+  private assetTrees(): string[] {
+    return this.deployment.workers.flatMap((worker) => worker.assets?.directory ?? []);
+  }
+
+  private startWatch(): void {
+    this.lastSources = this.host!.sources;
+    this.watch = watchSources(this.watched(), (changed) => this.changed(changed), { trees: this.assetTrees() });
+    const { deployment } = this;
+    const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
+    const sources = `${this.lastSources.length} source file${this.lastSources.length === 1 ? "" : "s"}`;
+    const trees = this.assetTrees().length;
+    const assets = trees === 0 ? "" : `, ${trees === 1 ? "its assets directory" : "their assets directories"}`;
+    this.log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env)${assets} or ${sources} restarts the Workers`);
+  }
+
+  private changed(changed: readonly string[]): void {
+    if (this.stopping) return;
+    if (this.asked !== undefined) {
+      for (const path of changed) this.asked.add(path);
+      return;
+    }
+    this.asked = new Set(changed);
+    this.steps = this.steps
+      .then(() => this.restart())
+      .catch((error: unknown) => this.log.error("restarting the Workers failed; no Worker runs until a watched file changes again", error))
+      .finally(() => this.watch?.update(this.watched(), this.assetTrees()));
+  }
+
+  private async restart(): Promise<void> {
+    const { args, log } = this;
+    const changed = [...this.asked!];
+    this.asked = undefined;
+    if (this.stopping) return;
+    log.info(`${changed.map((path) => relative(process.cwd(), path)).join(", ")} changed: restarting (${inFlightGrace(this.deployment)})`);
     const next = load(args);
     if (!next.ok) {
       printConfigIssues(next.error, "the running Workers go on as they were");
       return;
     }
     // Bundled before anything stops: a typo leaves the running Workers as they were.
-    const bundles = new Map<string, WorkerBundle>();
-    for (const worker of next.deployment.workers) {
-      try {
-        bundles.set(worker.name, await bundleWorker(worker));
-      } catch (error) {
-        const failure = describeStartFailure(error);
-        if (failure === undefined) throw error;
-        printFailureLines(failure.lines);
-        log.warn("the running Workers go on as they were");
-        return;
-      }
-    }
-    if (stopping) return;
-    await closeRunning(shutdownGraceMs);
-    deployment = next.deployment;
+    const bundles = await bundleOrReport(next.deployment, log);
+    if (bundles === undefined || this.stopping) return;
+    await this.closeRunning(shutdownGraceMs);
+    this.deployment = next.deployment;
     // A stop asked for while the Workers were finishing needs nothing started.
-    if (stopping) return;
+    if (this.stopping) return;
+    let host: Host;
     try {
-      host = await start(deployment, bundles);
+      host = await this.startHost(bundles);
     } catch (error) {
       const failure = describeStartFailure(error);
       if (failure === undefined) throw error;
@@ -239,36 +302,19 @@ export async function dev(args: DevArgs): Promise<number> {
       return;
     }
     takeSignals();
-    lastSources = host.sources;
-    if (apiKeys !== undefined) {
+    this.lastSources = host.sources;
+    if (this.apiKeys !== undefined) {
       try {
-        api = await startApi(host);
+        this.api = await this.startApi(host);
       } catch (error) {
         log.error("the queues API could not start again; the Workers run without it until the next restart", error);
       }
     }
-    printBanner(host, api);
-  };
-  watch = watchSources(watched(), (changed) => {
-    if (stopping) return;
-    if (asked !== undefined) {
-      for (const path of changed) asked.add(path);
-      return;
-    }
-    asked = new Set(changed);
-    steps = steps
-      .then(restart)
-      .catch((error: unknown) => log.error("restarting the Workers failed; no Worker runs until a watched file changes again", error))
-      .finally(() => watch?.update(watched(), assetTrees()));
-  }, { trees: assetTrees() });
-  const configs = deployment.workers.length === 1 ? "its config" : `its ${deployment.workers.length} configs`;
-  const sources = `${lastSources.length} source file${lastSources.length === 1 ? "" : "s"}`;
-  const trees = assetTrees().length;
-  const assets = trees === 0 ? "" : `, ${trees === 1 ? "its assets directory" : "their assets directories"}`;
-  log.info(`--watch: a change to ${configs}, dev vars (.dev.vars, .env)${assets} or ${sources} restarts the Workers`);
-  return stopped;
+    this.printBanner(host, this.api);
+  }
 
-  function printBanner(h: Host, a: ApiServer | undefined): void {
+  private printBanner(h: Host, a: ApiServer | undefined): void {
+    const { args, log, deployment } = this;
     const first = deployment.workers[0]!;
     log.info(`Worker "${first.name}" listening on ${h.url.href}`);
     if (args.testScheduled) {
@@ -286,6 +332,23 @@ export async function dev(args: DevArgs): Promise<number> {
     log.info(dataDirLine(args.dataDir, usage, Math.max(0, usage.queues - configured)));
     if (deployment.queues.length > 0) log.info(queuesLine(deployment.queues, h.unopenedQueues));
   }
+}
+
+/** Each Worker's plain bundle, or undefined once a failure to bundle is printed. */
+async function bundleOrReport(deployment: Deployment, log: HostLog): Promise<Map<string, WorkerBundle> | undefined> {
+  const bundles = new Map<string, WorkerBundle>();
+  for (const worker of deployment.workers) {
+    try {
+      bundles.set(worker.name, await bundleWorker(worker));
+    } catch (error) {
+      const failure = describeStartFailure(error);
+      if (failure === undefined) throw error;
+      printFailureLines(failure.lines);
+      log.warn("the running Workers go on as they were");
+      return undefined;
+    }
+  }
+  return bundles;
 }
 
 /** What a stop waits for: the batches, and the cron runs of a deployment that has crons. */
