@@ -66,7 +66,19 @@ const reportQueueError = (batch, about, error) => {
   writeRecord(queueRecord(batch, \`\${about} threw\`, error));
 };
 ${cronOfSource}
-addEventListener("unhandledrejection", (event) => reportOnce("unhandled promise rejection", event.reason));
+// A promise reported as unhandled may still be caught by the handler that made it (a fetch()
+// started, then awaited in a try after other work): workerd then fires "rejectionhandled". So a
+// rejection is held, and printed when a handler settles only if nothing caught it by then; only
+// errors that escaped are reported.
+const unhandled = new Map();
+addEventListener("unhandledrejection", (event) => void unhandled.set(event.promise, event.reason));
+addEventListener("rejectionhandled", (event) => void unhandled.delete(event.promise));
+const reportUnhandled = () => {
+  for (const [promise, reason] of unhandled) {
+    unhandled.delete(promise);
+    reportOnce("unhandled promise rejection", reason);
+  }
+};
 const what = {
   fetch: (request) => {
     try {
@@ -100,6 +112,7 @@ class Invocation {
   }
   settle() {
     this.settled = true;
+    reportUnhandled();
     if (this.held !== undefined) for (const error of this.held) this.rejected(error);
   }
 }
