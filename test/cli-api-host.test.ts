@@ -46,3 +46,19 @@ test("--host 0.0.0.0 exposes the Workers, not the queues API, which stays on 127
     await r.exited;
   }
 });
+
+test("the API alone: docs/api.md's smallest deployment starts with --api-port, and the API answers", { timeout: 120_000 }, async () => {
+  const p = project();
+  // As docs/api.md writes them.
+  p.write({ "wrangler.toml": 'name = "api-only"\nmain = "worker.js"\n', "worker.js": "export default {};\n" });
+  const r = run(["dev", "--api-port", "0", "--port", "0"], p.dir);
+  try {
+    const [, apiPort] = await waitFor(r, /queues API listening on http:\/\/127\.0\.0\.1:(\d+)\/v1/, 60_000);
+    const response = await fetch(`http://127.0.0.1:${apiPort}/v1/orgs/acme/projects/shop/envs/prod/queues`);
+    expect(response.status).toBe(401);
+    expect(r.output()).toMatch(/compatibility_date: is not set; running with/);
+  } finally {
+    r.kill("SIGTERM");
+    await r.exited;
+  }
+});

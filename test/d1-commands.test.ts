@@ -77,7 +77,7 @@ test("a failing migration is rolled back whole and named with D1's error; those 
   expect(failed.status).toBe(1);
   expect(failed.output).toContain("  applied 0001_items.sql\n");
   expect(failed.output).toContain("celld: migration 0002_locations.sql failed and was rolled back whole, so none of it was applied: ");
-  expect(failed.output).toMatch(/0002_locations\.sql failed .*no such table: (stock|item)/);
+  expect(failed.output).toContain("so none of it was applied: no such table: stock: SQLITE_ERROR\n");
   expect(failed.output).toContain("1 applied before it; the migrations after it were not tried");
   // Its first statements (CREATE TABLE locations, an INSERT) went with it.
   const tables = await celld(["d1", "execute", "inventory-db", "--command", "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('items', 'locations', 'd1_migrations') ORDER BY name"], p.dir);
