@@ -79,6 +79,8 @@ export function dashboardFiles(): ReadonlyMap<string, DashboardFile> {
   if (loaded !== undefined) return loaded;
   const files = new Map<string, DashboardFile>();
   for (const name of readdirSync(siteDir)) {
+    // The page's own files; not the tsconfig.json that checks them.
+    if (!(name.slice(name.lastIndexOf(".")) in types)) continue;
     let body = readFileSync(join(siteDir, name));
     if (name === "index.html") body = Buffer.from(body.toString("utf8").replace("<!--import-map-->", `<script type="importmap">${importMap}</script>`));
     files.set(name === "index.html" ? "" : name, { type: typeOf(name), body });

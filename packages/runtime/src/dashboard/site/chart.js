@@ -16,7 +16,7 @@ export function BacklogChart({ times, series }) {
       width: Math.max(320, box.current.clientWidth),
       height: 160,
       legend: { show: true },
-      scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+      scales: { y: { range: (u, min, max) => /** @type {[number, number]} */ ([0, Math.max(1, max)]) } },
       series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colors[i % colors.length], width: 1.5 }))],
       axes: [{}, { label: "backlog" }],
     };
