@@ -260,6 +260,21 @@ export class ConsumerDispatcher {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
       }
+      if (this.cell.queueConfig.deliveryPaused) {
+        // Delivery is paused (wrangler queues pause-delivery): no batch starts until it resumes;
+        // running ones finish. stop() ends the wait too.
+        await new Promise<void>((resolve) => {
+          const stopListening = this.cell.onDeliveryPausedChange(() => {
+            stopListening();
+            resolve();
+          });
+          this.slotFreed = () => {
+            stopListening();
+            resolve();
+          };
+        });
+        continue;
+      }
       if (this.pausedUntil > this.clock.now()) {
         // The last invocation never reached the handler, or the last lease failed: wait before
         // leasing again (stop() and batches settling end the wait early; the loop then looks again).
@@ -286,9 +301,10 @@ export class ConsumerDispatcher {
           await this.releaseBatch(batch);
           break;
         }
-        if (this.pausedUntil > this.clock.now()) {
+        if (this.pausedUntil > this.clock.now() || this.cell.queueConfig.deliveryPaused) {
           // A batch failed to reach the handler while this one was being leased (quite likely the
-          // very messages it handed back): it goes back too, and the loop waits out the pause.
+          // very messages it handed back), or delivery was paused meanwhile: it goes back too,
+          // uncounted, and the loop waits out the pause.
           await this.releaseBatch(batch);
         } else {
           // Also when another lease of this turn failed: these messages are leased, and left alone
@@ -380,7 +396,8 @@ export class ConsumerDispatcher {
    * delivered full, or at the end of its window.
    */
   private async startExtra(taken: LeasedMessage[]): Promise<void> {
-    if (taken.length === this.settings.maxBatchSize && this.running && this.pausedUntil <= this.clock.now()) {
+    const paused = this.pausedUntil > this.clock.now() || this.cell.queueConfig.deliveryPaused;
+    if (taken.length === this.settings.maxBatchSize && this.running && !paused) {
       this.startDelivery(taken);
     } else if (taken.length > 0) {
       await this.releaseBatch(taken);

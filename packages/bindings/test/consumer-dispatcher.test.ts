@@ -614,3 +614,26 @@ test("a queue reopened on a clock behind its messages' times still ends a batch 
   await settle();
   expect(batches).toEqual([["old"]]);
 });
+
+test("paused delivery starts no batch, hands back what a waiting lease took, and resumes at once", async () => {
+  const { cell, batches } = await start({ maxBatchSize: 2, maxBatchTimeoutSeconds: 0 });
+  await send(cell, "a");
+  await until(() => batches.length === 1, "the first batch");
+  // Paused while the dispatcher waits in a lease: the message that lease takes goes back uncounted.
+  await cell.configure({ deliveryPaused: true });
+  await send(cell, "b");
+  await settle();
+  clock.advance(60_000);
+  await settle();
+  expect(batches).toEqual([["a"]]);
+  await until(() => true, "nothing");
+  expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+  await send(cell, "c");
+  await settle();
+  expect(batches).toEqual([["a"]]);
+  await cell.configure({ deliveryPaused: false });
+  await until(() => batches.flat().length === 3, "the batches after resume");
+  expect(batches.slice(1).flat().sort()).toEqual(["b", "c"]);
+  // Each went once: the lease handed back during the pause was not a delivery.
+  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+});

@@ -18,6 +18,17 @@ export interface QueueConfig {
   /** Delay applied to a sent message that names none (a producer's delivery_delay). */
   deliveryDelaySeconds: number;
   deadLetter: DeadLetterPolicy;
+  /**
+   * How long a message is kept from when it entered the queue, in every state. Lowered, it applies
+   * to the messages already there from then on.
+   */
+  retentionSeconds: number;
+  /**
+   * Delivery paused (Cloudflare's delivery_paused): consumers take nothing and pulls are refused;
+   * sends are still taken and retention still runs. The cell only keeps the flag: its readers (the
+   * consumer dispatcher, the APIs) act on it.
+   */
+  deliveryPaused: boolean;
 }
 
 export const defaultQueueConfig: QueueConfig = {
@@ -25,6 +36,8 @@ export const defaultQueueConfig: QueueConfig = {
   visibilityTimeoutSeconds: limits.visibilityTimeoutSecondsDefault,
   deliveryDelaySeconds: 0,
   deadLetter: { kind: "set" },
+  retentionSeconds: limits.retentionSeconds,
+  deliveryPaused: false,
 };
 
 /** Fills defaults and checks every bound; the cell trusts what this returns. */
@@ -33,7 +46,8 @@ export function resolveQueueConfig(
   base: QueueConfig = defaultQueueConfig,
   queueName?: string,
 ): QueueConfig {
-  const merged: QueueConfig = { ...base, ...stripUndefined(input) };
+  // A config stored before a setting existed lacks it: the default fills it.
+  const merged: QueueConfig = { ...defaultQueueConfig, ...base, ...stripUndefined(input) };
   checkRange("maxDeliveries", merged.maxDeliveries, limits.maxDeliveriesMin, limits.cellDeliveriesMax, {
     integer: true,
   });
@@ -49,6 +63,13 @@ export function resolveQueueConfig(
     unit: "seconds",
     code: "ERR_DELAY_OUT_OF_RANGE",
   });
+  checkRange("retentionSeconds", merged.retentionSeconds, limits.retentionSecondsMin, limits.retentionSecondsMax, {
+    integer: true,
+    unit: "seconds",
+  });
+  if (typeof merged.deliveryPaused !== "boolean") {
+    throw new CellError("ERR_INVALID", "deliveryPaused must be true or false", { field: "deliveryPaused", value: merged.deliveryPaused });
+  }
   const dl = merged.deadLetter as DeadLetterPolicy | undefined;
   if (dl === undefined || !["set", "queue", "delete"].includes(dl.kind)) {
     throw new CellError("ERR_INVALID", `deadLetter.kind must be "set", "queue" or "delete"`, {

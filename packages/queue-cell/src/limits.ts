@@ -71,8 +71,13 @@ export const limits = {
 
   /** Producer calls one cell holds between arrival and commit; the next is refused. */
   producerCallsInFlightMax: 256,
-  /** From when a message entered the queue, in every state. Not configurable. */
+  /**
+   * From when a message entered the queue, in every state: the default of a queue's
+   * retentionSeconds, which Cloudflare lets go from 60 s to 14 days (message_retention_period).
+   */
   retentionSeconds: 4 * 86_400,
+  retentionSecondsMin: 60,
+  retentionSecondsMax: 14 * 86_400,
 
   leaseMessagesMax: 100,
   visibilityTimeoutSecondsMin: 1,

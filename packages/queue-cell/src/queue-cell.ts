@@ -30,8 +30,11 @@ import { MessageState, type CellStore, type LeasedMessage, type MessageHead, typ
 import { WriteLoop, type GroupFate } from "./write-loop.ts";
 
 const msPerSecond = 1000;
-const retentionMs = limits.retentionSeconds * msPerSecond;
-const retentionDays = limits.retentionSeconds / 86_400;
+/**
+ * Receipts of dead-letter moves are kept two of the longest retentions: the queue a message came
+ * from may keep it (and so move it again) up to its own retention, whatever this queue's is.
+ */
+const receiptKeepMs = 2 * limits.retentionSecondsMax * msPerSecond;
 // Expired leases and replays are read in slices, so no single query returns an unbounded list.
 const expirySliceRows = 1000;
 /**
@@ -102,6 +105,8 @@ export class CellCore {
   private readonly ids: UlidSource;
   private readonly loop: WriteLoop;
   private readonly waiters: LeaseWaiters;
+  /** Told when delivery is paused or resumed (onDeliveryPausedChange). */
+  private readonly configListeners = new Set<(config: QueueConfig) => void>();
   private readonly resolveCell: ((queue: string) => Promise<DeadLetterTarget | undefined>) | undefined;
   private readonly onBackgroundError: (error: unknown) => void;
   private readonly onWarning: (message: string) => void;
@@ -267,7 +272,7 @@ export class CellCore {
         });
         const ids = this.store.insert(rows);
         this.tally.sent += rows.length;
-        this.maintenanceDueBy(nowMs + retentionMs);
+        this.maintenanceDueBy(nowMs + this.retentionMs);
         this.readyChanged = true;
         return { ids, metrics: this.metrics() };
       });
@@ -534,13 +539,29 @@ export class CellCore {
   }
 
   /** Changes settings; they apply to later deliveries and are persisted. */
+  /**
+   * Told each time delivery is paused or resumed (configure), so a consumer waiting out a pause
+   * starts again at once. Returns the unsubscribe.
+   */
+  onDeliveryPausedChange(listener: (config: QueueConfig) => void): () => void {
+    this.configListeners.add(listener);
+    return () => this.configListeners.delete(listener);
+  }
+
   async configure(input: Partial<QueueConfig>): Promise<QueueConfig> {
     this.assertOpen();
     const next = resolveQueueConfig(input, this.config, this.name);
     this.checkDeadLetterTarget(next);
     await this.loop.submit(() => this.store.setMeta("config", JSON.stringify(next)));
     // Only once it is durable: a failed commit leaves the old settings in force, as on disk.
+    const before = this.config;
     this.config = next;
+    if (next.retentionSeconds < before.retentionSeconds) {
+      // Messages past the new retention go from now on: the next group sweeps them.
+      this.maintenanceDueAt = -Infinity;
+      await this.loop.submit(() => undefined);
+    }
+    if (next.deliveryPaused !== before.deliveryPaused) for (const listener of [...this.configListeners]) listener(next);
     return next;
   }
 
@@ -554,7 +575,7 @@ export class CellCore {
       // A receipt's time is its message's entry into the queue it came from, whose own sweep ends
       // any repeat of the move one retention later, by that cell's time; the second retention
       // covers cells whose times differ (QueueCell.now after a restart on a slow clock).
-      this.store.sweepReceivedBefore(nowMs - 2 * retentionMs);
+      this.store.sweepReceivedBefore(nowMs - receiptKeepMs);
       // Delayed messages become ready by the passing of time alone, with no row changed.
       this.readyChanged = true;
     });
@@ -576,7 +597,7 @@ export class CellCore {
       }));
       const inserted = this.store.insert(rows, { skipKnownIds: true });
       if (inserted.length > 0) {
-        this.maintenanceDueBy(nowMs + retentionMs);
+        this.maintenanceDueBy(nowMs + this.retentionMs);
         this.readyChanged = true;
       }
       return inserted.length;
@@ -635,7 +656,7 @@ export class CellCore {
     if (nowMs < this.maintenanceDueAt) return;
     // An expired lease was a delivery that failed; the message is ready again from its end.
     this.tally.leasesExpired += this.failLeasesInSlices(() => this.store.expiredLeases(nowMs, expirySliceRows), (head) => head.dueAt, nowMs);
-    const cutoffMs = nowMs - retentionMs;
+    const cutoffMs = nowMs - this.retentionMs;
     const swept = this.store.sweepEnqueuedBefore(cutoffMs, sweepSliceRows);
     this.sweptInGroup += swept;
     this.tally.expiredByRetention += swept;
@@ -646,8 +667,12 @@ export class CellCore {
     this.sweeping = sweeping;
     this.maintenanceDueAt = Math.min(
       due.nextLeaseExpiryAt ?? Infinity,
-      due.oldestEnqueuedAt === null ? Infinity : due.oldestEnqueuedAt + retentionMs,
+      due.oldestEnqueuedAt === null ? Infinity : due.oldestEnqueuedAt + this.retentionMs,
     );
+  }
+
+  private get retentionMs(): number {
+    return this.config.retentionSeconds * msPerSecond;
   }
 
   /** Something new can fall due at `atMs` (a lease's end, a row's retention). */
@@ -761,7 +786,7 @@ export class CellCore {
     const count = this.sweptUntold;
     this.sweptUntold = 0;
     this.onWarning(
-      `queue "${this.name}": ${count} message${count === 1 ? "" : "s"} reached the ${retentionDays}-day ` +
+      `queue "${this.name}": ${count} message${count === 1 ? "" : "s"} reached the ${retentionWords(this.config.retentionSeconds)} ` +
         "retention before being acknowledged and were deleted (dead letters kept in the queue's own set included)",
     );
   }
@@ -857,4 +882,9 @@ export class CellCore {
   private assertOpen(): void {
     if (this.closed) throw new CellError("ERR_CELL_CLOSED", `queue "${this.name}" is closed`);
   }
+}
+
+/** "4-day retention", or "3600-second retention" for a retention of no whole number of days. */
+function retentionWords(seconds: number): string {
+  return seconds % 86_400 === 0 ? `${seconds / 86_400}-day` : `${seconds}-second`;
 }

@@ -158,6 +158,7 @@ describe("queue config bounds", () => {
     ["maxDeliveries", limits.maxDeliveriesMin, limits.cellDeliveriesMax],
     ["visibilityTimeoutSeconds", limits.visibilityTimeoutSecondsMin, limits.visibilityTimeoutSecondsMax],
     ["deliveryDelaySeconds", 0, limits.delaySecondsMax],
+    ["retentionSeconds", limits.retentionSecondsMin, limits.retentionSecondsMax],
   ];
   test.each(cases)("%s from %i to %i", (field, min, max) => {
     expect(resolveQueueConfig({ [field]: min })[field]).toBe(min);
@@ -172,6 +173,8 @@ describe("queue config bounds", () => {
       visibilityTimeoutSeconds: limits.visibilityTimeoutSecondsDefault,
       deliveryDelaySeconds: 0,
       deadLetter: { kind: "set" },
+      retentionSeconds: limits.retentionSeconds,
+      deliveryPaused: false,
     });
   });
 });
