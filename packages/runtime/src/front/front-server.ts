@@ -1,4 +1,5 @@
 import { Agent, createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { performance } from "node:perf_hooks";
 import type { AddressInfo, Socket } from "node:net";
 import type { Clock } from "@celld/queue-cell";
 import { ConnectionGuard, type ConnectionStats } from "./connection-guard.ts";
@@ -37,6 +38,17 @@ export interface FrontOptions {
   clock?: Clock;
   /** The rate-limited line about closed connections, and about Workers that could not be reached. */
   warn: (line: string) => void;
+  /** Told of each request once answered, with the Worker chosen (`celld dev --log-requests`). */
+  onAnswered?: (request: FrontRequest) => void;
+}
+
+export interface FrontRequest {
+  method: string;
+  /** The path and query as sent. */
+  url: string;
+  status: number;
+  durationMs: number;
+  worker: string;
 }
 
 export interface Front {
@@ -91,6 +103,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     },
     (req: IncomingMessage, res: ServerResponse) => {
       const { worker, upstream } = choose(req);
+      if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
       if (upstream === undefined) return notRunning(res, worker, stats);
       forwardRequest(req, res, upstream, agent, (error) => {
         res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
@@ -157,6 +170,11 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       return closing;
     },
   };
+}
+
+function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, worker: string, tell: (request: FrontRequest) => void): void {
+  const started = performance.now();
+  res.once("finish", () => tell({ method: req.method ?? "", url: req.url ?? "", status: res.statusCode, durationMs: performance.now() - started, worker }));
 }
 
 function notRunning(res: ServerResponse, worker: string, stats: FrontStats): void {
