@@ -82,3 +82,19 @@ test("two configs: the API queues for the mailer, which consumes and answers thr
   }, "the mailer's record of the e-mail");
   expect(sent).toEqual([{ to: "a@example.com", subject: "Your order of tea" }]);
 });
+
+test("a D1 app with migrations starts; the start-up line names the commands that apply them", async () => {
+  const p = copyOf("d1-notes");
+  const config = join(p.dir, "wrangler.jsonc");
+  const lines = formatWarnings(loadDeployment([config]).warnings);
+  expect(lines).toEqual([
+    expect.stringContaining("observability: is a deploy setting with no effect on a local host; ignored"),
+    expect.stringMatching(
+      /^.*wrangler\.jsonc: d1_databases\[0\]: D1 database "notes-db" has migrations in \/.*\/migrations, which celld dev does not apply \(nor does wrangler dev\); see which are applied with "celld d1 migrations list notes-db -c .*wrangler\.jsonc" and apply the rest with "celld d1 migrations apply notes-db -c .*wrangler\.jsonc" while celld is stopped$/,
+    ),
+  ]);
+  const h = await runHost([config], p.dataDir);
+  // Before the migrations, the Worker starts and meets D1's own error for the missing table.
+  expect((await h.fetch("/notes")).status).toBe(500);
+  expect(await (await h.fetch("/tables")).json()).toEqual([]);
+});

@@ -14,7 +14,8 @@ export function d1MigrationHints(
 ): ConfigWarning[] {
   return worker.d1Databases.flatMap((db, i) => {
     if (db.migrationsDir === undefined || !directoryExists(db.migrationsDir)) return [];
-    const dir = relative(process.cwd(), db.migrationsDir) || ".";
+    const near = relative(process.cwd(), db.migrationsDir);
+    const dir = near === "" ? "." : near.startsWith("..") ? db.migrationsDir : near;
     const configFlag = file === "" ? "" : ` -c ${file}`;
     return [
       {
