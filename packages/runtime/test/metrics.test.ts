@@ -78,6 +78,7 @@ describe("GET /metrics", () => {
       inFlight: sample(text, "celld_queue_messages", { ...q, state: "in_flight" }),
       dead: sample(text, "celld_queue_messages", { ...q, state: "dead_lettered" }),
       oldestAge: sample(text, "celld_queue_oldest_message_age_seconds", q),
+      paused: sample(text, "celld_queue_delivery_paused", q),
     }).toEqual({
       sent: 5,
       delivered: 7,
@@ -93,6 +94,7 @@ describe("GET /metrics", () => {
       inFlight: 0,
       dead: 0,
       oldestAge: 30.002,
+      paused: 0,
     });
     // The key's environment only; the host's own series are there.
     expect(sample(text, "celld_queue_messages_sent_total", { environment: staging })).toBeUndefined();
@@ -107,6 +109,10 @@ describe("GET /metrics", () => {
     const check = promtoolCheck(text);
     expect(check.output).toBe("");
     expect(check.status).toBe(0);
+
+    await cell.configure({ deliveryPaused: true });
+    const paused = (await h.call("GET", "/metrics", { key: h.key(prod, ["metrics:read"]) })).text;
+    expect(sample(paused, "celld_queue_delivery_paused", q)).toBe(1);
 
     const everyone = await metricsHarness({ public: true });
     expect(sample((await everyone.call("GET", "/metrics")).text, "celld_open_cells")).toBe(0);

@@ -20,7 +20,7 @@ export interface ConsumerLoad {
  * not opened since celld started is not listed until it is used.
  */
 export class QueueGauges {
-  private readonly lastCounts = new Map<string, CellCounts>();
+  private readonly lastCounts = new Map<string, CellCounts & { paused: boolean }>();
   private readonly backlogMessages: Gauge<"environment" | "queue">;
   private readonly backlogBytes: Gauge<"environment" | "queue">;
   private readonly messages: Gauge<"environment" | "queue" | "state">;
@@ -28,6 +28,7 @@ export class QueueGauges {
   private readonly concurrency: Gauge<"environment" | "queue">;
   private readonly concurrencyMax: Gauge<"environment" | "queue">;
   private readonly openCells: Gauge;
+  private readonly paused: Gauge<"environment" | "queue">;
 
   constructor(
     private readonly metrics: CelldMetrics,
@@ -48,6 +49,7 @@ export class QueueGauges {
     this.oldestAge = new Gauge({ name: "celld_queue_oldest_message_age_seconds", help: "Age of the oldest backlog message; 0 with no backlog.", labelNames, registers });
     this.concurrency = new Gauge({ name: "celld_queue_consumer_concurrency", help: "Batches the queue's consumer is running now.", labelNames, registers });
     this.concurrencyMax = new Gauge({ name: "celld_queue_consumer_concurrency_max", help: "The consumer's max_concurrency.", labelNames, registers });
+    this.paused = new Gauge({ name: "celld_queue_delivery_paused", help: "1 while the queue's delivery is paused, else 0.", labelNames, registers });
     this.openCells = new Gauge({ name: "celld_open_cells", help: "Queue cells (SQLite files) open now.", registers });
   }
 
@@ -58,7 +60,7 @@ export class QueueGauges {
     for (const cell of open) {
       if (cell.isClosed) continue;
       try {
-        this.lastCounts.set(cell.name, cell.committedCounts());
+        this.lastCounts.set(cell.name, { ...cell.committedCounts(), paused: cell.queueConfig.deliveryPaused });
       } catch {
         // Closed under the read: its last counts stand.
       }
@@ -68,6 +70,7 @@ export class QueueGauges {
     this.backlogBytes.reset();
     this.messages.reset();
     this.oldestAge.reset();
+    this.paused.reset();
     const nowMs = this.now();
     for (const [name, counts] of this.lastCounts) {
       if (!openNames.has(name) && !existsSync(this.registry.pathOf(name))) {
@@ -85,7 +88,8 @@ export class QueueGauges {
     }
   }
 
-  private set(labels: { environment: string; queue: string }, counts: CellCounts, nowMs: number): void {
+  private set(labels: { environment: string; queue: string }, counts: CellCounts & { paused: boolean }, nowMs: number): void {
+    this.paused.set(labels, counts.paused ? 1 : 0);
     this.backlogMessages.set(labels, counts.ready + counts.delayed + counts.leased);
     this.backlogBytes.set(labels, counts.backlogBytes);
     this.messages.set({ ...labels, state: "ready" }, counts.ready);
