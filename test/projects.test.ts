@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { expect, test } from "vitest";
 import { formatWarnings, loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { defaultCompatibilityDate } from "../packages/runtime/src/config/compatibility-date.ts";
+import { run, waitFor } from "./cli-harness.ts";
 import { eventually, tidyAfterEach } from "./host-harness.ts";
 
 /**
@@ -97,4 +98,26 @@ test("a D1 app with migrations starts; the start-up line names the commands that
   // Before the migrations, the Worker starts and meets D1's own error for the missing table.
   expect((await h.fetch("/notes")).status).toBe(500);
   expect(await (await h.fetch("/tables")).json()).toEqual([]);
+});
+
+test("celld dev, with no option but a free port, starts a static site whose Worker consumes its own queue", { timeout: 120_000 }, async () => {
+  const p = copyOf("assets-consumer");
+  // As a user starts it: in the project's directory, the config found as wrangler finds it.
+  const r = run(["dev", "--port", "0"], p.dir);
+  try {
+    const [, url] = await waitFor(r, /Worker "landing-page" listening on (http:\/\/\S+)/, 90_000);
+    const page = await fetch(new URL("/", url));
+    expect(await page.text()).toContain("<h1>Coming soon</h1>");
+    const missing = await fetch(new URL("/nowhere", url));
+    expect([missing.status, await missing.text()]).toEqual([404, expect.stringContaining("<h1>Not here</h1>")]);
+    const form = new FormData();
+    form.set("email", "a@example.com");
+    const signup = await fetch(new URL("/api/signup", url), { method: "POST", body: form });
+    expect(signup.status).toBe(202);
+    await waitFor(r, /signed up: a@example\.com/, 30_000);
+    expect(r.output()).not.toMatch(/error/i);
+  } finally {
+    r.kill("SIGTERM");
+    await r.exited;
+  }
 });
