@@ -107,3 +107,35 @@ test("two Workers with [assets] each serve their own files, the second through a
   expect(await text("/only-docs.txt")).toBe("docs' file");
   expect(await text("/elsewhere")).toBe("the docs Worker: /elsewhere");
 });
+
+test("a consumer whose default export is a WorkerEntrypoint class, with [assets], serves its files and runs its batches", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `name = "app"\nmain = "index.js"\ncompatibility_date = "2026-04-01"\nqueues.producers = [{ binding = "JOBS", queue = "jobs" }]\nqueues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]\nassets = { directory = "./public" }\n`,
+    "index.js": `import { WorkerEntrypoint } from "cloudflare:workers";
+export default class extends WorkerEntrypoint {
+  async fetch() { await this.env.JOBS.send("job"); return new Response("sent"); }
+  async queue(batch) { batch.ackAll(); }
+}`,
+    "public/index.html": "<h1>home</h1>",
+  });
+  const h = await tidy.runHost([config], p.dataDir);
+  expect(await (await h.fetch("/")).text()).toBe("<h1>home</h1>");
+  expect(await (await h.fetch("/send")).text()).toBe("sent");
+  expect(await eventually(() => h.batches[0], "the batch")).toMatchObject({ queue: "jobs", acked: 1, outcome: "ok" });
+});
+
+// A service-worker script has no named entrypoint to go around the asset router through.
+test("a service-worker consumer's [assets] are left out, with a warning, and its batches still run", async () => {
+  const p = tidy.project();
+  const config = p.write({
+    "wrangler.toml": `name = "app"\nmain = "index.js"\ncompatibility_date = "2026-04-01"\nqueues.producers = [{ binding = "JOBS", queue = "jobs" }]\nqueues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 }]\nassets = { directory = "./public", binding = "ASSETS" }\n`,
+    "index.js": `addEventListener("fetch", (event) => event.respondWith(JOBS.send("job").then(() => new Response(typeof ASSETS))));
+addEventListener("queue", (event) => event.ackAll());`,
+    "public/index.html": "<h1>home</h1>",
+  });
+  const h = await tidy.runHost([config], p.dataDir);
+  expect(h.log.lines.some((l) => l.includes("assets: are not served (and env.ASSETS is undefined): Worker \"app\" consumes queues and is a service-worker script"))).toBe(true);
+  expect(await (await h.fetch("/")).text()).toBe("undefined");
+  expect(await eventually(() => h.batches[0], "the batch")).toMatchObject({ queue: "jobs", acked: 1, outcome: "ok" });
+});

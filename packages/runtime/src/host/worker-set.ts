@@ -61,7 +61,7 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
     if (worker.assets !== undefined && worker.consumers.length > 0 && bundle.exports.includes(queueEntrypointName)) {
       input.facts.queueEntrypoints.set(worker.name, queueEntrypointName);
     }
-    const own = workerOptions(worker, bundle, input.warn, absent);
+    const own = workerOptions(servedAssets(worker, bundle, input.warn), bundle, input.warn, absent);
     // Miniflare's inspector proxy shows the Workers marked so, and keeps celld's own out of it.
     if (input.inspector) own.unsafeInspectorProxy = true;
     for (const plugin of input.plugins) {
@@ -76,6 +76,22 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
   const standIns = await absent.workerOptions(input.deployment);
   if (standIns !== undefined) workers.push(standIns);
   return { workers, bundled, sources: [...sources], serviceWorkerScripts };
+}
+
+/**
+ * A consumer's batches bypass its asset router through the named entrypoint its shim exports
+ * (queueEntrypointName). A service-worker script has no named exports, so its batches would go
+ * into the router, which has no queue(): such a Worker runs without its assets, and says so.
+ */
+function servedAssets(worker: WorkerConfig, bundle: WorkerBundle, warn: (message: string) => void): WorkerConfig {
+  if (worker.assets === undefined || worker.consumers.length === 0 || bundle.modules) return worker;
+  const loses = worker.assets.binding === undefined ? "" : ` (and env.${worker.assets.binding} is undefined)`;
+  warn(
+    `${worker.configPath}: assets: are not served${loses}: Worker "${worker.name}" consumes queues and is a ` +
+      "service-worker script (addEventListener), whose queue() calls Miniflare would send into its asset router, " +
+      "which drops them; written as an ES module (export default) it gets both",
+  );
+  return { ...worker, assets: undefined };
 }
 
 /**
