@@ -1,3 +1,6 @@
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
 import { expect, test } from "vitest";
 import { childProcessesOf, eventually, tidyAfterEach, type RunningHost } from "./host-harness.ts";
 
@@ -61,6 +64,9 @@ test.runIf(process.platform === "linux")(
     const now = childProcessesOf(process.pid).filter((c) => c.name.startsWith("workerd"));
     expect(now.length).toBeGreaterThan(0);
     expect(now.some((c) => killed.includes(c.pid))).toBe(false);
+    // The guard that stops workerd if celld is killed watches the new one.
+    const record = JSON.parse(readFileSync(join(p.dataDir, "workerd.pid"), "utf8")) as { pid: number }[];
+    expect(record.map((r) => r.pid).sort()).toEqual(now.map((c) => c.pid).sort());
 
     // The same URL, and the consumer takes batches again at once (no wait left from the outage).
     expect(h.host.url.href).toBe(url);
@@ -97,4 +103,29 @@ test.runIf(process.platform === "linux")(
     expect(childProcessesOf(process.pid).filter((c) => c.name.startsWith("workerd"))).toHaveLength(0);
   },
   120_000,
+);
+
+test.runIf(process.platform === "linux")(
+  "a restart that fails (its port taken meanwhile) counts as a failure, and the next one brings the Workers back",
+  async () => {
+    const { p, config } = app();
+    const h = await tidy.runHost([config], p.dataDir);
+    const port = Number(h.host.url.port);
+    killWorkerd();
+    await eventually(lineWith(h, "starting it again in 250 ms"), "the exit line");
+    // Whoever takes the port while workerd is down.
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(port, "127.0.0.1", resolve));
+    try {
+      h.clock.advance(250);
+      await eventually(lineWith(h, "could not be started again: starting it again in 500 ms (failure 2 within a minute)"), "the failed restart", 30_000);
+      expect(h.host.runtime.stats).toMatchObject({ exits: 1, restarts: 0, failedRestarts: 1 });
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+    h.clock.advance(500);
+    await eventually(lineWith(h, "started again (restart 1)"), "the restart", 30_000);
+    expect(await (await h.fetch("/?n=3")).text()).toBe("sent 3");
+  },
+  60_000,
 );
