@@ -10,6 +10,9 @@ import { tidyAfterEach } from "./host-harness.ts";
  * script), on copies of the corpus's D1 projects, against the same database the Worker then reads
  * under real workerd; and against wrangler 4.86's own `d1 migrations --local`, so that a project
  * moving between the two sees one history.
+ *
+ * Each command starts a workerd, as `wrangler d1 ... --local` does: 20-40 s a command on the
+ * shared 2-core machine under load (the file took 9 minutes there), hence the long timeouts.
  */
 
 const { project, runHost } = tidyAfterEach();
@@ -40,7 +43,7 @@ function wrangler(args: string[], cwd: string): Promise<{ status: number | null;
   });
 }
 
-test("apply, then the Worker sees the tables; apply again changes nothing; list shows each file applied", { timeout: 240_000 }, async () => {
+test("apply, then the Worker sees the tables; apply again changes nothing; list shows each file applied", { timeout: 600_000 }, async () => {
   const p = copyOf("d1-notes");
   const pending = await celld(["d1", "migrations", "list", "notes-db"], p.dir);
   expect(pending.status).toBe(0);
@@ -71,7 +74,7 @@ test("apply, then the Worker sees the tables; apply again changes nothing; list 
   expect(executed.output).toContain('[{"body":"second"}]\n[{"n":2}]\n2 statements executed in one transaction');
 });
 
-test("a failing migration is rolled back whole and named with D1's error; those before it stay, those after are not tried", { timeout: 240_000 }, async () => {
+test("a failing migration is rolled back whole and named with D1's error; those before it stay, those after are not tried", { timeout: 600_000 }, async () => {
   const p = copyOf("d1-broken-migration");
   const failed = await celld(["d1", "migrations", "apply", "INVENTORY"], p.dir);
   expect(failed.status).toBe(1);
@@ -94,7 +97,7 @@ test("a failing migration is rolled back whole and named with D1's error; those 
   expect(await (await h.fetch("/")).json()).toEqual([{ sku: "apple", quantity: 3 }, { sku: "pear", quantity: 5 }]);
 });
 
-test("execute: --file runs in one transaction, a failing statement undoes the others; a name no database has is refused", { timeout: 240_000 }, async () => {
+test("execute: --file runs in one transaction, a failing statement undoes the others; a name no database has is refused", { timeout: 600_000 }, async () => {
   const p = copyOf("d1-notes");
   writeFileSync(join(p.dir, "seed.sql"), "CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT);\nINSERT INTO kv VALUES ('a', 'semi;colon');\nINSERT INTO missing VALUES (1);\n");
   const failed = await celld(["d1", "execute", "DB", "--file", "seed.sql"], p.dir);
@@ -107,7 +110,7 @@ test("execute: --file runs in one transaction, a failing statement undoes the ot
   expect(unknown.output).toContain('celld: no D1 database named or bound as "nope" in the config (its databases: notes-db (DB))');
 });
 
-test("one history with wrangler d1 migrations --local: each sees what the other applied", { timeout: 300_000 }, async () => {
+test("one history with wrangler d1 migrations --local: each sees what the other applied", { timeout: 600_000 }, async () => {
   // wrangler keeps local D1 under <persist-to>/v3/d1, celld under <data>/miniflare/d1: the same
   // Miniflare files, so a copy moves a database between the two.
   const p = copyOf("d1-notes");
