@@ -67,11 +67,16 @@ const reportQueueError = (batch, about, error) => {
 };
 ${cronOfSource}
 // A promise reported as unhandled may still be caught by the handler that made it (a fetch()
-// started, then awaited in a try after other work): workerd then fires "rejectionhandled". So a
-// rejection is held, and printed when a handler settles only if nothing caught it by then; only
-// errors that escaped are reported.
+// started, then awaited in a try after other work): workerd then fires "rejectionhandled". So
+// while a handler runs, a rejection is held, and printed when a handler settles only if nothing
+// caught it by then; only errors that escaped are reported. With no handler running (a timer's
+// callback after the response), nothing can still catch it: it is printed at once.
 const unhandled = new Map();
-addEventListener("unhandledrejection", (event) => void unhandled.set(event.promise, event.reason));
+let running = 0;
+addEventListener("unhandledrejection", (event) => {
+  if (running === 0) reportOnce("unhandled promise rejection", event.reason);
+  else unhandled.set(event.promise, event.reason);
+});
 addEventListener("rejectionhandled", (event) => void unhandled.delete(event.promise));
 const reportUnhandled = () => {
   for (const [promise, reason] of unhandled) {
@@ -102,6 +107,7 @@ class Invocation {
     this.arg = arg;
     this.settled = false;
     this.held = undefined;
+    running++;
   }
   about() {
     return what[this.h](this.arg);
@@ -112,6 +118,7 @@ class Invocation {
   }
   settle() {
     this.settled = true;
+    running--;
     reportUnhandled();
     if (this.held !== undefined) for (const error of this.held) this.rejected(error);
   }
