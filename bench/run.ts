@@ -1,19 +1,24 @@
 /**
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
- * `npm run bench host`, `npm run bench api` or `npm run bench memory`. Each prints absolute
+ * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone). Each prints absolute
  * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
  * on a slow machine.
  */
 import { runCellBench } from "../packages/queue-cell/bench/cell-bench.ts";
 import { runApiBench } from "./api-bench.ts";
 import { runHostBench } from "./host-bench.ts";
+import { runManyQueuesBench } from "./many-queues-bench.ts";
 import { runMemoryBench } from "./memory-bench.ts";
 
 const benches: Record<string, () => Promise<void>> = {
   cell: () => runCellBench(),
   host: () => runHostBench(),
   api: async () => (await runApiBench()).forEach((line) => console.log(line)),
-  memory: () => runMemoryBench(),
+  memory: async () => {
+    await runMemoryBench();
+    await runManyQueuesBench();
+  },
+  "many-queues": () => runManyQueuesBench(),
 };
 const only = process.argv[2];
 if (only !== undefined && !Object.hasOwn(benches, only)) {
