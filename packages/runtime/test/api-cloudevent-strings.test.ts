@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { encodeProto } from "../src/api/proto-codec.ts";
+import { encodeProto } from "../src/wire/proto-codec.ts";
 import { apiHarness, event } from "./api-harness.ts";
 
 /**

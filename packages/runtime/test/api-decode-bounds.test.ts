@@ -9,7 +9,7 @@ import { limits } from "@celld/queue-cell";
 import { apiLimits } from "../src/api/index.ts";
 import { checkJsonShape } from "../src/api/json-body.ts";
 import { readProtoBounds } from "../src/api/proto-bounds.ts";
-import { decodeProto, encodeProto, type PbCloudEvent } from "../src/api/proto-codec.ts";
+import { decodeProto, encodeProto, type PbCloudEvent } from "../src/wire/proto-codec.ts";
 import { apiHarness, event } from "./api-harness.ts";
 
 const proto = { "content-type": "application/x-protobuf" };

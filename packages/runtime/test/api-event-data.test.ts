@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { batchDataTexts, envelopeDataTexts, eventDataText } from "../src/api/json-source.ts";
-import { decodeProto, encodeProto } from "../src/api/proto-codec.ts";
+import { batchDataTexts, envelopeDataTexts, eventDataText } from "../src/wire/json-source.ts";
+import { decodeProto, encodeProto } from "../src/wire/proto-codec.ts";
 import { apiHarness, testEnv } from "./api-harness.ts";
 
 /**

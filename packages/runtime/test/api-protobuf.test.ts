@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeProto, encodeProto, int64ToNumber, type PbCloudEvent } from "../src/api/proto-codec.ts";
+import { decodeProto, encodeProto, int64ToNumber, type PbCloudEvent } from "../src/wire/proto-codec.ts";
 import { apiHarness, event } from "./api-harness.ts";
 
 const proto = { "content-type": "application/x-protobuf", accept: "application/x-protobuf" };

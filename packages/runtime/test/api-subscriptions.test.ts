@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { CellRegistry, ManualClock, UlidSource, limits } from "@celld/queue-cell";
 import { Catalog } from "../src/api/catalog.ts";
 import { eventFromJson, eventsToMessages } from "../src/api/cloudevents.ts";
-import { ApiError } from "../src/api/errors.ts";
+import { ApiError } from "../src/wire/api-error.ts";
 import { apiLimits } from "../src/api/index.ts";
 import { QueueDirectory } from "../src/api/queue-directory.ts";
 import { publish } from "../src/api/subscriptions.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decodeProto, encodeProto, int64ToNumber } from "../src/api/proto-codec.ts";
-import { formatRfc3339, parseRfc3339 } from "../src/api/timestamps.ts";
+import { decodeProto, encodeProto, int64ToNumber } from "../src/wire/proto-codec.ts";
+import { formatRfc3339, parseRfc3339 } from "../src/wire/timestamps.ts";
 import { apiHarness, event } from "./api-harness.ts";
 
 /** [text, seconds since the epoch]: the seconds are what a protobuf Timestamp carries. */

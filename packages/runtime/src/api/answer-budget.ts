@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { apiLimits } from "./api-limits.ts";
 
 /**

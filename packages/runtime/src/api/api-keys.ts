@@ -4,7 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { systemClock, type Clock } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { checkString } from "./fields.ts";
 import { checkEnvName } from "./names.ts";
 import { readApiStoreFormat, stampApiStoreFormat } from "./store-format.ts";

@@ -1,4 +1,4 @@
-import { limits } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 
 /**
  * A send or publish body. The events of one call are at most `batchBytesMax` once encoded;

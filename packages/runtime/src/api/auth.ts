@@ -1,5 +1,5 @@
 import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 
 /** The key behind `Authorization: Bearer <key>`. A missing, unknown or revoked key is 401. */
 export function authenticate(header: string | undefined, keys: ApiKeyStore): ApiKeyInfo {

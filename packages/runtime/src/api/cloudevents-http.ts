@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import type { IncomingMessage } from "node:http";
-import { limits } from "@celld/queue-cell";
-import { checkAttributes, eventFromJson, type EventEnvelope, type Payload } from "./cloudevents.ts";
-import { ApiError } from "./errors.ts";
+import { limits } from "@celld/queue-cell/limits";
+import { checkAttributes, eventFromJson } from "./cloudevents.ts";
+import { type EventEnvelope, type Payload } from "../wire/event-envelope.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { describe } from "./fields.ts";
 import { parseJsonText } from "./json-body.ts";
-import { batchDataTexts, compactJsonText, eventDataText } from "./json-source.ts";
-import { cloudEventsBatchMediaType, isJsonMediaType, mediaEssence } from "./media-types.ts";
+import { batchDataTexts, compactJsonText, eventDataText } from "../wire/json-source.ts";
+import { cloudEventsBatchMediaType, isJsonMediaType, mediaEssence } from "../wire/media-types.ts";
 import type { RouteContext } from "./router.ts";
 
 /**

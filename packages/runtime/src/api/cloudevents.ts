@@ -1,13 +1,16 @@
 import assert from "node:assert/strict";
-import { limits, type OutgoingMessage } from "@celld/queue-cell";
+import type { OutgoingMessage } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
-import { checkString, describe, expectObject, fieldPath } from "./fields.ts";
+import { ApiError } from "../wire/api-error.ts";
+import type { AttributeValue, Attributes, EventEnvelope, Payload } from "../wire/event-envelope.ts";
+import { checkString, describe, expectObject } from "./fields.ts";
+import { fieldPath } from "../wire/json-text.ts";
 import { parseJsonText } from "./json-body.ts";
-import { envelopeDataTexts, withMember } from "./json-source.ts";
-import { isJsonMediaType, isMediaType, jsonMediaType, mediaEssence, v8MediaType } from "./media-types.ts";
-import { protoToParts, type PbCloudEvent } from "./proto-codec.ts";
-import { formatMs, formatRfc3339, parseRfc3339 } from "./timestamps.ts";
+import { envelopeDataTexts, withMember } from "../wire/json-source.ts";
+import { isJsonMediaType, isMediaType, jsonMediaType, mediaEssence, v8MediaType } from "../wire/media-types.ts";
+import { protoToParts, type PbCloudEvent } from "../wire/proto-codec.ts";
+import { formatMs, formatRfc3339, parseRfc3339 } from "../wire/timestamps.ts";
 
 /**
  * CloudEvents 1.0 in and out of cells. A stored message keeps the event's `data` as its body,
@@ -15,22 +18,6 @@ import { formatMs, formatRfc3339, parseRfc3339 } from "./timestamps.ts";
  * other attribute as JSON in `attributes`. A message a Worker sent has no attributes: leasing it
  * over the API synthesizes them.
  */
-export type AttributeValue = string | number | boolean;
-export type Attributes = Record<string, AttributeValue>;
-
-export type Payload =
-  | { kind: "none" }
-  /** The JSON text as its sender wrote it (whitespace aside): never parsed and written anew. */
-  | { kind: "json"; text: string }
-  | { kind: "text"; text: string }
-  | { kind: "bytes"; bytes: Uint8Array };
-
-export interface EventEnvelope {
-  /** specversion, id, source and type first, then the optional attributes, then extensions. */
-  attributes: Attributes;
-  payload: Payload;
-}
-
 /** The type a message sent by a Worker carries when it is leased over the API. */
 export const workerMessageEventType = "dev.celld.queues.message";
 

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { dashboardCsp, dashboardFiles, dashboardPrefix } from "../dashboard/dashboard-files.ts";
 import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate } from "./auth.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { writeAnswer, writeJson } from "./http-io.ts";
 
 /** Paths outside the routed /v1 API that the server answers itself. */

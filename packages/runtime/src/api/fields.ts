@@ -1,11 +1,8 @@
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
+import { fieldPath } from "../wire/json-text.ts";
 
 /** A parsed JSON object whose members are checked one by one, each error naming its field. */
 export type JsonObject = Record<string, unknown>;
-
-export function fieldPath(prefix: string, key: string): string {
-  return prefix === "" ? key : `${prefix}.${key}`;
-}
 
 export function expectObject(value: unknown, field: string): JsonObject {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {

@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { ApiError } from "./errors.ts";
+import { ApiError, tooLarge } from "../wire/api-error.ts";
+
+export { tooLarge };
 import {
   cloudEventMediaType,
   cloudEventsBatchMediaType,
@@ -8,7 +10,7 @@ import {
   jsonMediaType,
   mediaEssence,
   protobufMediaType,
-} from "./media-types.ts";
+} from "../wire/media-types.ts";
 
 export type WireFormat = "json" | "protobuf";
 /** A request body's format: the API's own, or one of the CloudEvents HTTP binding's modes (cloudevents-http.ts). */
@@ -74,14 +76,6 @@ export function readBody(req: IncomingMessage, capBytes: number): Promise<Buffer
     req.on("end", onEnd);
     req.on("error", onError);
     req.on("aborted", onAborted);
-  });
-}
-
-/** The refusal of a body over `capBytes`; the client says it too, of a body it will not send. */
-export function tooLarge(capBytes: number): ApiError {
-  return new ApiError("body_too_large", `the request body is larger than ${capBytes} bytes`, {
-    field: "body",
-    bound: `at most ${capBytes} bytes`,
   });
 }
 

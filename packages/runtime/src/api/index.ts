@@ -12,7 +12,7 @@ export {
   type CreatedApiKey,
   type CreateApiKeyInput,
 } from "./api-keys.ts";
-export { ApiError, apiErrorStatus, type ApiErrorCode } from "./errors.ts";
+export { ApiError, apiErrorStatus, type ApiErrorCode } from "../wire/api-error.ts";
 export { apiLimits, type ApiLimits } from "./api-limits.ts";
 export { defaultWorkerEnv, type WorkerQueueOptions } from "./queue-directory.ts";
 /** `orgs/{org}/projects/{project}/envs/{env}`, for `celld keys create --org --project --env`. */

@@ -1,5 +1,6 @@
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
+import { decodeKey, duplicateMemberError, stringEnd } from "../wire/json-text.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -11,14 +12,6 @@ interface Frame {
   key: string;
   /** Names seen in this object, when members must be unique. */
   names?: Set<string>;
-}
-
-/** The refusal of a member given twice: JSON.parse would silently keep the last. */
-export function duplicateMemberError(path: string): ApiError {
-  return new ApiError("invalid_argument", `${path} is given twice; a member's name must be unique in its object`, {
-    field: path,
-    bound: "one member of each name",
-  });
 }
 
 /**
@@ -143,28 +136,6 @@ function countIn(stack: Frame[], max: number, prefix: string, kind: "array" | "o
       field: path,
       bound: `at most ${max} ${unit}`,
     });
-  }
-}
-
-/** The index of the quote that closes the string opening at `start`. */
-export function stringEnd(text: string, start: number): number {
-  let i = start + 1;
-  for (;;) {
-    const quote = text.indexOf('"', i);
-    if (quote < 0) return text.length - 1;
-    let backslashes = 0;
-    for (let j = quote - 1; j > start && text.charCodeAt(j) === 0x5c; j--) backslashes++;
-    if (backslashes % 2 === 0) return quote;
-    i = quote + 1;
-  }
-}
-
-export function decodeKey(quoted: string): string {
-  if (!quoted.includes("\\")) return quoted.slice(1, -1);
-  try {
-    return JSON.parse(quoted) as string;
-  } catch {
-    return quoted.slice(1, -1);
   }
 }
 

@@ -3,7 +3,7 @@ import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { wantsOpenMetrics } from "../metrics/exposition.ts";
 import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate } from "./auth.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { writeAnswer } from "./http-io.ts";
 
 export const metricsPath = "/metrics";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { newQueueId, type UlidSource } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { describe } from "./fields.ts";
 
 /**

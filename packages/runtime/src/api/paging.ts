@@ -1,5 +1,5 @@
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { checkInt } from "./fields.ts";
 
 /**

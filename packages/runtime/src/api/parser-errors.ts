@@ -1,6 +1,6 @@
 import { STATUS_CODES, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 
 /**
  * Answers for requests Node's HTTP parser refuses before a handler sees them. Node's own answers

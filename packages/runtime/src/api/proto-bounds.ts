@@ -1,7 +1,7 @@
-import { limits } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
-import { ApiError } from "./errors.ts";
-import type { ProtoTypeName } from "./proto-codec.ts";
+import { ApiError } from "../wire/api-error.ts";
+import type { ProtoTypeName } from "../wire/proto-codec.ts";
 
 /**
  * The request types' message-typed fields, walked on the wire before protobufjs decodes a body, so

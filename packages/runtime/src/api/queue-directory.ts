@@ -9,7 +9,7 @@ import {
 } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiQueueSettings, Catalog, QueueRow } from "./catalog.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { childName, queueIdFor, shortId } from "./names.ts";
 
 export const defaultWorkerEnv = "orgs/local/projects/local/envs/dev";

@@ -3,9 +3,9 @@ import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
 import type { Catalog } from "./catalog.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import type { RequestFormat, WireFormat } from "./http-io.ts";
-import type { ProtoTypeName } from "./proto-codec.ts";
+import type { ProtoTypeName } from "../wire/proto-codec.ts";
 import type { QueueDirectory } from "./queue-directory.ts";
 
 export interface ApiDeps {

@@ -1,13 +1,13 @@
 import { isCellError } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { describe, readObject, requiredMember } from "./fields.ts";
-import { withMember } from "./json-source.ts";
+import { withMember } from "../wire/json-source.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
-import { formatMs, instantToMs, parseRfc3339 } from "./timestamps.ts";
+import { formatMs, instantToMs, parseRfc3339 } from "../wire/timestamps.ts";
 
 /**
  * A queue's dead-letter set: list it, replay it (all, or what was dead-lettered in a time range)

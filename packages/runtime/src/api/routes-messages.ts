@@ -1,10 +1,12 @@
-import { limits, type LeasedMessage, type LeaseRef, type NackRef, type SettleResult } from "@celld/queue-cell";
+import type { LeasedMessage, LeaseRef, NackRef, SettleResult } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
-import { eventFromProto, eventFromStored, eventsFromEnvelope, eventsToMessages, eventToJsonText, type EventEnvelope } from "./cloudevents.ts";
+import { eventFromProto, eventFromStored, eventsFromEnvelope, eventsToMessages, eventToJsonText } from "./cloudevents.ts";
+import { type EventEnvelope } from "../wire/event-envelope.ts";
 import { cloudEventsOf } from "./cloudevents-http.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { checkArray, checkInt, optionalInt, readObject, requiredMember } from "./fields.ts";
-import { withMember } from "./json-source.ts";
+import { withMember } from "../wire/json-source.ts";
 import { leaseForClient, releaseUndelivered } from "./lease-handoff.ts";
 import { checkMessageId, messageIdBound } from "./names.ts";
 import {
@@ -16,10 +18,10 @@ import {
   type PbLeaseRequest,
   type PbNackRequest,
   type PbSendRequest,
-} from "./proto-codec.ts";
+} from "../wire/proto-codec.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
-import { formatMs, msToInstant } from "./timestamps.ts";
+import { formatMs, msToInstant } from "../wire/timestamps.ts";
 
 /** The message routes a worker calls in its loop; each speaks JSON and protobuf. */
 const item = "/v1/orgs/{org}/projects/{project}/envs/{env}/queues/{queue}";

@@ -1,11 +1,11 @@
 import { apiLimits } from "./api-limits.ts";
 import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
-import { ApiError } from "./errors.ts";
-import { withMember } from "./json-source.ts";
+import { ApiError } from "../wire/api-error.ts";
+import { withMember } from "../wire/json-source.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
-import { formatMs } from "./timestamps.ts";
+import { formatMs } from "../wire/timestamps.ts";
 
 /**
  * A look at a queue's messages waiting to be leased (ready now or delayed), oldest first, without

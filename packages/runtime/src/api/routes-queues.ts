@@ -1,4 +1,5 @@
-import { limits, type CellCounts } from "@celld/queue-cell";
+import type { CellCounts } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiQueueSettings } from "./catalog.ts";
 import { optionalInt, readObject, requiredMember, type JsonObject } from "./fields.ts";
@@ -6,7 +7,7 @@ import { checkSegment, childName, resolveQueueRef } from "./names.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import type { QueueView } from "./queue-directory.ts";
 import type { Route, RouteContext } from "./router.ts";
-import { formatMs } from "./timestamps.ts";
+import { formatMs } from "../wire/timestamps.ts";
 
 /** The queues collection: create, get (with counts), list, update, delete. */
 const collection = "/v1/orgs/{org}/projects/{project}/envs/{env}/queues";

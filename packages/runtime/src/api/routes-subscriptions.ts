@@ -1,15 +1,16 @@
-import { limits } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
 import type { SubscriptionRow } from "./catalog.ts";
-import { eventsFromEnvelope, eventsToMessages, type EventEnvelope } from "./cloudevents.ts";
+import { eventsFromEnvelope, eventsToMessages } from "./cloudevents.ts";
+import { type EventEnvelope } from "../wire/event-envelope.ts";
 import { cloudEventsOf } from "./cloudevents-http.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
 import { checkArray, readObject, requiredMember } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef, subscriptionIdFor } from "./names.ts";
 import { pageTokenAfter, readPage } from "./paging.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
 import { publish, readFilter } from "./subscriptions.ts";
-import { formatMs } from "./timestamps.ts";
+import { formatMs } from "../wire/timestamps.ts";
 
 /** The subscriptions collection, and publishing an event to an environment. */
 const env = "/v1/orgs/{org}/projects/{project}/envs/{env}";

@@ -9,7 +9,8 @@ import type { ApiKeyStore } from "./api-keys.ts";
 import { authenticate, authorize } from "./auth.ts";
 import { Catalog } from "./catalog.ts";
 import { answerParserErrors } from "./parser-errors.ts";
-import { ApiError, toApiError } from "./errors.ts";
+import { ApiError } from "../wire/api-error.ts";
+import { toApiError } from "./errors.ts";
 import {
   checkContentEncoding,
   checkDeclaredLength,
@@ -29,7 +30,7 @@ import { parseJsonBody } from "./json-body.ts";
 import { checkSegment, envName } from "./names.ts";
 import { checkQuery } from "./paging.ts";
 import { checkProtoBounds, notAMessage } from "./proto-bounds.ts";
-import { decodeProto, type ProtoTypeName } from "./proto-codec.ts";
+import { decodeProto, type ProtoTypeName } from "../wire/proto-codec.ts";
 import { QueueDirectory, type WorkerQueueOptions } from "./queue-directory.ts";
 import { deadLetterRoutes } from "./routes-dead-letters.ts";
 import { messageRoutes } from "./routes-messages.ts";

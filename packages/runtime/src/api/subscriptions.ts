@@ -1,9 +1,11 @@
 import type { OutgoingMessage } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { Catalog, SubscriptionRow } from "./catalog.ts";
-import type { EventEnvelope } from "./cloudevents.ts";
-import { ApiError, toApiError } from "./errors.ts";
-import { checkArray, checkString, fieldPath, readObject } from "./fields.ts";
+import type { EventEnvelope } from "../wire/event-envelope.ts";
+import { ApiError } from "../wire/api-error.ts";
+import { toApiError } from "./errors.ts";
+import { checkArray, checkString, readObject } from "./fields.ts";
+import { fieldPath } from "../wire/json-text.ts";
 import type { QueueDirectory } from "./queue-directory.ts";
 
 /**

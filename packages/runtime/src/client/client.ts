@@ -1,7 +1,7 @@
 import { Pool, type Dispatcher } from "undici";
 import { apiLimits } from "../api/api-limits.ts";
-import { tooLarge } from "../api/http-io.ts";
-import { protobufMediaType } from "../api/media-types.ts";
+import { tooLarge } from "../wire/api-error.ts";
+import { protobufMediaType } from "../wire/media-types.ts";
 import {
   decodeProto,
   encodeProto,
@@ -9,11 +9,11 @@ import {
   timestampToInstant,
   type PbLeaseRef,
   type PbSettleResponse,
-} from "../api/proto-codec.ts";
-import { formatRfc3339, instantToMs, msToInstant } from "../api/timestamps.ts";
+} from "../wire/proto-codec.ts";
+import { formatRfc3339, instantToMs, msToInstant } from "../wire/timestamps.ts";
 import { consume, type ConsumeHandler, type ConsumeOptions, type Consumer } from "./consume.ts";
 import { errorFrom, networkErrorFrom, QueuesApiError } from "./errors.ts";
-import { listedEventDataTexts } from "../api/json-source.ts";
+import { listedEventDataTexts } from "../wire/json-source.ts";
 import { eventFromJsonWire, eventFromProtoWire, eventToJsonWire, eventToProtoWire, type EventInput, type JsonDataParser } from "./events.ts";
 import {
   queueFromJson,

@@ -1,7 +1,7 @@
-import { limits, type Clock } from "@celld/queue-cell";
-import type { QueuesClient } from "./client.ts";
+import type { Clock } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell/limits";
 import { QueuesApiError } from "./errors.ts";
-import type { LeasedMessage, NackRef } from "./resources.ts";
+import type { LeasedMessage, LeaseOptions, LeaseRef, NackRef, SettleResult } from "./resources.ts";
 
 export type ConsumeHandler = (message: LeasedMessage) => unknown;
 
@@ -80,13 +80,20 @@ export function leaseRetryAfterMs(error: unknown, fallbackMs: number): number {
   return Math.min(seconds * 1000, leaseRetryAfterMsMax);
 }
 
+/** What consume needs of a client (QueuesClient has it): lease, ack and nack. */
+export interface LeasingClient {
+  lease(queue: string, options?: LeaseOptions): Promise<LeasedMessage[]>;
+  ack(queue: string, refs: readonly LeaseRef[]): Promise<SettleResult>;
+  nack(queue: string, refs: readonly NackRef[], options?: { delay?: number }): Promise<SettleResult>;
+}
+
 /**
  * The worker loop: lease (long poll), run the handler for each message of the batch at once,
  * ack the ones that returned and nack the ones that threw. Stopping aborts a waiting lease (the
  * server hands back anything it leased for it), and waits for the batch in hand to be settled.
  * `clock` times the loop's pauses; a test gives a ManualClock and moves it.
  */
-export function consume(client: QueuesClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}, clock: Clock = nodeTimers): Consumer {
+export function consume(client: LeasingClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}, clock: Clock = nodeTimers): Consumer {
   const stats: ConsumeStats = { leased: 0, acked: 0, nacked: 0, stale: 0 };
   const stopper = new AbortController();
   const onError = options.onError ?? (() => {});

@@ -1,6 +1,6 @@
-import type { AttributeValue, EventEnvelope, Payload } from "../api/cloudevents.ts";
-import { isJsonMediaType, jsonMediaType } from "../api/media-types.ts";
-import { envelopeToProto, protoToParts, type PbCloudEvent } from "../api/proto-codec.ts";
+import type { AttributeValue, EventEnvelope, Payload } from "../wire/event-envelope.ts";
+import { isJsonMediaType, jsonMediaType } from "../wire/media-types.ts";
+import { envelopeToProto, protoToParts, type PbCloudEvent } from "../wire/proto-codec.ts";
 
 /**
  * A CloudEvent as the client hands it to you and takes it from you, the same whichever wire

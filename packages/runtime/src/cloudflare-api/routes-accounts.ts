@@ -1,4 +1,4 @@
-import { formatMs } from "../api/timestamps.ts";
+import { formatMs } from "../wire/timestamps.ts";
 import { accountOf } from "./auth.ts";
 import type { CloudflareContext, CloudflareRoute } from "./route.ts";
 

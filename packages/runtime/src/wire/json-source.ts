@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { fieldPath } from "./fields.ts";
-import { decodeKey, duplicateMemberError, stringEnd } from "./json-body.ts";
+import { fieldPath } from "./json-text.ts";
+import { decodeKey, duplicateMemberError, stringEnd } from "./json-text.ts";
 
 /**
  * An event's JSON `data` as its sender wrote it. JSON.parse reads every number as a double, so a

@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
-import type { AttributeValue, EventEnvelope } from "./cloudevents.ts";
-import { ApiError } from "./errors.ts";
+import type { AttributeValue, EventEnvelope } from "./event-envelope.ts";
+import { ApiError } from "./api-error.ts";
 import { jsonMediaType } from "./media-types.ts";
 import { formatRfc3339, parseRfc3339, type Instant } from "./timestamps.ts";
 
