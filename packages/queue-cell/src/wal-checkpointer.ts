@@ -11,10 +11,10 @@ import { Worker } from "node:worker_threads";
  * flushes the log before copying it. It flushes the database file only after a copy that reaches
  * the end of the log, and under steady writes none does, so the thread flushes the file after each
  * copy. It never waits for the writer, so commits go on meanwhile; what they add is left for the
- * store's short RESTART afterwards (see SqliteCellStore.checkpointIfLarge). Until that RESTART,
+ * store's short RESTART afterwards (see SqliteFile.checkpointIfLarge). Until that RESTART,
  * the log keeps every frame, so a crash at any point loses nothing.
  *
- * It also truncates the log of a queue gone quiet (see SqliteCellStore.truncateLogIfIdle): cutting
+ * It also truncates the log of a queue gone quiet (see SqliteFile.truncateLogIfIdle): cutting
  * a log of a few MiB is one ftruncate, and that alone held the event loop 3-19 ms here (5.3 MiB).
  *
  * One thread serves every cell of the process, one request at a time, with a connection per file,
@@ -42,7 +42,7 @@ export class WalCheckpointer {
   private inFlight = 0;
 
   private constructor() {
-    this.worker = new Worker(checkpointerSource, { eval: true });
+    this.worker = new Worker(threadFile(), { workerData: threadParameters() });
     this.worker.unref();
     this.worker.on("message", (reply: Reply) => {
       const waiter = this.pending.get(reply.id);
@@ -73,7 +73,7 @@ export class WalCheckpointer {
    * Copies what is left of `path`'s log into the file and truncates the log to nothing
    * (`wal_checkpoint(TRUNCATE)` with synchronous=FULL: the copy flushes both files, and SQLite cuts
    * the log only once every frame is in the flushed file). It holds the log's write lock meanwhile,
-   * so the writer keeps its groups until it answers (SqliteCellStore.writesHeld): asked for only
+   * so the writer keeps its groups until it answers (SqliteFile.writesHeld): asked for only
    * once the queue is quiet and its log already copied, when that is a truncation alone. False
    * when a reader kept it from finishing.
    *
@@ -122,7 +122,7 @@ export class WalCheckpointer {
  * A checkpoint's flush failed: of the database file after a copy, or of the log by SQLite. The
  * copy may already count as done (a PASSIVE copy that stops short of the log's end moves SQLite's
  * mark without flushing the file), and Linux may have dropped the pages it could not write: see
- * SqliteCellStore's checkpointFailed for what the store does.
+ * SqliteFile's checkpointFailed for what the store does.
  */
 export class CheckpointFlushError extends Error {
   override readonly name = "CheckpointFlushError";
@@ -152,69 +152,16 @@ interface Reply {
   busy?: boolean;
 }
 
-// The thread's code, evaluated as CommonJS. It must not run the host's TypeScript loader, and
-// needs only better-sqlite3, resolved from here.
-const checkpointerSource = `
-const { openSync, closeSync, fsyncSync } = require("node:fs");
-const { parentPort } = require("node:worker_threads");
-const Database = require(${JSON.stringify(createRequire(import.meta.url).resolve("better-sqlite3"))});
-const files = new Map();
-function forget(path) {
-  const file = files.get(path);
-  files.delete(path);
-  try {
-    file?.db.close();
-  } catch {}
-  // Closing a file drops every POSIX lock this process holds on it, SQLite's included. Under the
-  // data directory's lock no other process opens the file, and in this process SQLite keeps its
-  // locks in memory, so the writer's connection does not rely on them.
-  try {
-    if (file !== undefined) closeSync(file.fd);
-  } catch {}
+/**
+ * The thread's code (wal-checkpoint.thread.cjs), found through this package's own name so that a
+ * bundle of this module (the crash test's child) finds it too. Plain CommonJS: it must not need
+ * the host's TypeScript loader, and needs only better-sqlite3, resolved from here.
+ */
+function threadFile(): string {
+  return createRequire(import.meta.url).resolve("@celld/queue-cell/wal-checkpoint.thread");
 }
-parentPort.on("message", (request) => {
-  if (request.kind === "forget") {
-    forget(request.path);
-    Atomics.store(request.done, 0, 1);
-    Atomics.notify(request.done, 0);
-    return;
-  }
-  // The writer committed while this waited here: its queue is in use again, so no truncation.
-  const claim = request.claim;
-  if (claim !== undefined && Atomics.compareExchange(claim, 0, ${truncationClaim.asked}, ${truncationClaim.started}) === ${truncationClaim.cancelled}) {
-    parentPort.postMessage({ id: request.id });
-    return;
-  }
-  try {
-    let file = files.get(request.path);
-    if (file === undefined) {
-      const db = new Database(request.path, { fileMustExist: true });
-      db.pragma("wal_autocheckpoint = 0");
-      db.pragma("synchronous = FULL");
-      file = { db, fd: openSync(request.path, "r") };
-      files.set(request.path, file);
-    }
-    if (request.kind === "truncate") {
-      const [result] = file.db.pragma("wal_checkpoint(TRUNCATE)");
-      // The queue is quiet: the next copy of its log opens the file again. Kept, the connection and
-      // its descriptor held 3 more for every queue ever written (8 instead of 5), for good.
-      if (result.busy === 0) forget(request.path);
-      parentPort.postMessage({ id: request.id, busy: result.busy !== 0 });
-      return;
-    }
-    file.db.pragma("wal_checkpoint(PASSIVE)");
-    // SQLite flushes the file only after a copy that reaches the end of the log, which under
-    // steady writes is the writer's short one: flushed here, that one has little left to flush.
-    try {
-      fsyncSync(file.fd);
-    } catch (error) {
-      error.flushFailed = true;
-      throw error;
-    }
-    parentPort.postMessage({ id: request.id });
-  } catch (error) {
-    const flushFailed = error != null && (error.flushFailed === true || /^SQLITE_IOERR_(DIR_)?FSYNC$/.test(error.code));
-    parentPort.postMessage({ id: request.id, error: String(error && error.message ? error.message : error), flushFailed });
-  }
-});
-`;
+
+/** What the thread is given (ThreadParameters in wal-checkpoint.thread.cjs). */
+function threadParameters(): { betterSqlite3: string; claim: typeof truncationClaim } {
+  return { betterSqlite3: createRequire(import.meta.url).resolve("better-sqlite3"), claim: truncationClaim };
+}

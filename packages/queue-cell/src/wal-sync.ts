@@ -7,7 +7,7 @@ export type SyncFile = (fd: number, done: (error: Error | null) => void) => void
 
 /**
  * A flush that worked may still not have put its commits where the next open looks (see
- * SqliteCellStore's filesLost): why its callers may not be on disk, and why no more writes are taken.
+ * SqliteFile's filesLost): why its callers may not be on disk, and why no more writes are taken.
  */
 export interface LostFlush {
   /** For the callers of the flush and of the groups committed while it ran. */

@@ -17,7 +17,7 @@
  * log was cut yet. With late=1, the copies of the log before that truncation are skipped: the
  * frames of the sends since the last truncation are then copied by the truncation itself, with
  * both flushes, under the kill. (A send cannot commit while the thread truncates: its group waits
- * for the truncation, or, before the thread starts it, cancels it; see SqliteCellStore.writesHeld.)
+ * for the truncation, or, before the thread starts it, cancels it; see SqliteFile.writesHeld.)
  */
 import { statSync } from "node:fs";
 import { QueueCell, SqliteCellStore } from "../src/index.ts";
