@@ -446,10 +446,28 @@ export class ConsumerDispatcher {
     return { batch };
   }
 
+  /**
+   * One batch, in four stages: invoke the handler within its wall time; hand the batch back if no
+   * handler ran; settle what the handler decided (acks, retries); report the batch.
+   */
   private async deliver(batch: LeasedMessage[]): Promise<void> {
-    const { queue } = this.settings;
     this.unsettled.add(batch);
-    let result: QueueHandlerResult | "wall-time" | "failed";
+    const run = await this.invokeWithinWallTime(batch);
+    if (this.stopping || !this.unsettled.has(batch)) return;
+    if (this.notDelivered(run)) {
+      await this.handBack(batch, run);
+      return;
+    }
+    if (run.result !== "failed") this.backoffMs = 0;
+    this.unsettled.delete(batch);
+    const settled = await this.settleBatch(batch, run);
+    if (settled !== undefined) this.report(batch, run, settled);
+  }
+
+  /** The handler's run, ended at its wall time (the batch then counts as failed). */
+  private async invokeWithinWallTime(batch: LeasedMessage[]): Promise<HandlerRun> {
+    const { queue } = this.settings;
+    let result: HandlerRun["result"];
     let failure: unknown;
     let cancelTimer = (): void => {};
     const invocation = new AbortController();
@@ -483,47 +501,62 @@ export class ConsumerDispatcher {
       cancelTimer();
       this.invocations.delete(invocation);
     }
-    if (this.stopping || !this.unsettled.has(batch)) return;
-    if (result === "failed" && (failure instanceof BatchNotDeliveredError || (!this.running && !this.runtimeGone))) {
-      // No handler ran: workerd is gone or not reachable, or shutting down took it with it
-      // (Ctrl-C reaches it too). Not the messages' failure. Counted as one, an outage would use
-      // up every waiting message's retries in seconds and dead-letter or delete them unread; the
-      // batch goes back uncounted instead, and while running this consumer waits before its next.
-      // (A batch that was running when workerd died is counted below: it may be what killed it;
-      // see runtimeExited.)
-      if (this.running) {
-        // Set before the release: the loop's lease may be waiting, and would take them at once.
-        this.backoffMs = nextBackoffMs(this.backoffMs, unreachableBackoffMs);
-        this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + this.backoffMs);
-      }
-      await this.releaseBatch(batch);
-      if (!this.running) {
-        // Shutting down took workerd with it (Ctrl-C reaches it too): expected, no stack trace.
-        this.log.info(`queue "${queue}": ${batch.length} message(s) in flight at shutdown handed back`);
-        return;
-      }
-      this.log.error(
-        `queue "${queue}": ${this.handler} could not be run; its ${batch.length} message(s) are back in the queue, ` +
-          `their attempt not counted; the next batch in ${this.backoffMs / 1000} s`,
-        failure,
-      );
-      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome: "failed", durationMs, ackedAgesMs: [] });
+    return { result, failure, durationMs };
+  }
+
+  /**
+   * No handler ran: workerd is gone or not reachable, or shutting down took it with it (Ctrl-C
+   * reaches it too). Not the messages' failure. (A batch that was running when workerd died
+   * counts as delivered: it may be what killed it; see runtimeExited.)
+   */
+  private notDelivered(run: HandlerRun): boolean {
+    return run.result === "failed" && (run.failure instanceof BatchNotDeliveredError || (!this.running && !this.runtimeGone));
+  }
+
+  /**
+   * A batch no handler ran goes back uncounted. Counted as a failure, an outage would use up every
+   * waiting message's retries in seconds and dead-letter or delete them unread; while running,
+   * this consumer waits before its next batch instead.
+   */
+  private async handBack(batch: LeasedMessage[], run: HandlerRun): Promise<void> {
+    const { queue } = this.settings;
+    if (this.running) {
+      // Set before the release: the loop's lease may be waiting, and would take them at once.
+      this.backoffMs = nextBackoffMs(this.backoffMs, unreachableBackoffMs);
+      this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + this.backoffMs);
+    }
+    await this.releaseBatch(batch);
+    if (!this.running) {
+      // Shutting down took workerd with it (Ctrl-C reaches it too): expected, no stack trace.
+      this.log.info(`queue "${queue}": ${batch.length} message(s) in flight at shutdown handed back`);
       return;
     }
-    if (result !== "failed") this.backoffMs = 0;
-    this.unsettled.delete(batch);
+    this.log.error(
+      `queue "${queue}": ${this.handler} could not be run; its ${batch.length} message(s) are back in the queue, ` +
+        `their attempt not counted; the next batch in ${this.backoffMs / 1000} s`,
+      run.failure,
+    );
+    this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome: "failed", durationMs: run.durationMs, ackedAgesMs: [] });
+  }
 
+  /**
+   * Acks and retries as the handler decided (all retried after a failure or the wall time), in one
+   * settle. Undefined when it could not be written: told here, and the leases left to run out.
+   */
+  private async settleBatch(batch: LeasedMessage[], run: HandlerRun): Promise<SettledBatch | undefined> {
+    const { queue } = this.settings;
+    const { result } = run;
     const settlement: BatchSettlement<LeasedMessage> =
       typeof result === "string"
         ? { acks: [], retries: batch.map((message) => ({ message, delaySeconds: this.settings.retryDelaySeconds })) }
         : resolveBatchOutcome(batch, result, this.settings.retryDelaySeconds);
     // A leased message names its own lease (id and generation): the acks are the messages.
-    let settled: SettleResult;
     try {
-      settled = await this.cell.settle({
+      const settled = await this.cell.settle({
         acks: settlement.acks,
         nacks: settlement.retries.map(({ message, delaySeconds }) => ({ id: message.id, leaseGeneration: message.leaseGeneration, delaySeconds })),
       });
+      return { settlement, settled };
     } catch (error) {
       // Nothing of the settle was written (the cell's storage failed, or it closed). The leases
       // are left to run out rather than released: the handler did run, and a lease that runs out
@@ -536,9 +569,15 @@ export class ConsumerDispatcher {
         error,
       );
       const outcome = typeof result === "string" ? result : result.outcome;
-      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome, durationMs, ackedAgesMs: [] });
-      return;
+      this.onBatch?.({ queue, size: batch.length, acked: 0, retried: 0, deadLettered: 0, outcome, durationMs: run.durationMs, ackedAgesMs: [] });
+      return undefined;
     }
+  }
+
+  /** A line for a batch that failed or dead-lettered, and the batch's report (onBatch). */
+  private report(batch: LeasedMessage[], run: HandlerRun, { settlement, settled }: SettledBatch): void {
+    const { queue } = this.settings;
+    const { result, failure } = run;
     const deadLetter = this.cell.queueConfig.deadLetter;
     // Built only for a line: most batches succeed, and this runs for every one.
     const fate = (): string => failedFate(batch.length, settled, deadLetter);
@@ -561,7 +600,7 @@ export class ConsumerDispatcher {
         `queue "${queue}": ${this.handler} did not finish within ${this.settings.wallTimeSeconds} s ` +
           `and counts as a failed delivery; ${fate()}`,
       );
-    } else if (typeof result !== "string" && result.outcome !== "ok") {
+    } else if (result.outcome !== "ok") {
       warnFailed(result.outcome, `queue "${queue}": ${this.handler} ended with outcome "${result.outcome}"; ${fate()}`);
     } else if (settled.deadLettered > 0) {
       // The handler returned, but retry() on a last delivery moved or deleted messages: wrangler
@@ -579,7 +618,7 @@ export class ConsumerDispatcher {
       retried: settled.retried,
       deadLettered: settled.deadLettered,
       outcome: typeof result === "string" ? result : result.outcome,
-      durationMs,
+      durationMs: run.durationMs,
       ackedAgesMs: this.onBatch === undefined ? [] : ackedAges(settlement.acks, settled, this.cell.now()),
     });
   }
@@ -593,6 +632,20 @@ export class ConsumerDispatcher {
       this.log.warn(`queue "${this.settings.queue}": could not hand back ${batch.length} message(s): ${String(error)}`);
     }
   }
+}
+
+/** What one run of the handler came to (deliver's first stage). */
+interface HandlerRun {
+  result: QueueHandlerResult | "wall-time" | "failed";
+  /** Why it failed, with `failed`. */
+  failure: unknown;
+  durationMs: number;
+}
+
+/** What the handler decided, and what the cell made of it (deliver's settle stage). */
+interface SettledBatch {
+  settlement: BatchSettlement<LeasedMessage>;
+  settled: SettleResult;
 }
 
 /** Ages at ack of the acks the cell applied (a stale one was not). */
