@@ -150,22 +150,51 @@ export class CellCore {
     this.store = typeof options.store === "function" ? this.openStore(options.store) : options.store;
     this.ids = options.ids ?? new UlidSource();
     this.resolveCell = options.resolveCell;
-    let stored: string | undefined;
+    const { config, stored } = this.readConfig(options.config ?? {});
+    this.config = config;
+    this.time = new CellTime(this.clock, Math.max(this.store.newestEnqueuedAt() ?? 0, options.notBeforeMs ?? 0));
+    // Read now, not at the first call: a clock behind is measured from the open.
+    this.now();
+    this.loop = this.newWriteLoop();
+    this.waiters = new LeaseWaiters(this.time.clock, () => this.serveWaiters());
+    this.mover = new DeadLetterMover({
+      name: this.name,
+      store: this.store,
+      loop: this.loop,
+      clock: this.clock,
+      policy: () => this.config.deadLetter,
+      resolveCell: this.resolveCell,
+      isClosed: () => this.closed,
+      onWarning: (message) => this.onWarning(message),
+      backgroundFailed: (work, retry, error) => this.backgroundFailed(work, retry, error),
+    });
+    this.writeNameAndConfig(stored);
+    // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
+    this.loop.submit(() => undefined).catch((error: unknown) => this.backgroundFailed("resuming its work after opening", "tried again with its next call", error));
+  }
+
+  /**
+   * Opening, first stage: the stored settings with `given` applied, checked before anything is
+   * written (a refused open leaves the file as it was, and closes it). `stored` is their JSON as
+   * the file holds it, if it holds any.
+   */
+  private readConfig(given: Partial<QueueConfig>): { config: QueueConfig; stored: string | undefined } {
     try {
       this.checkStoredName();
-      stored = this.store.getMeta("config");
+      const stored = this.store.getMeta("config");
       const base = stored === undefined ? undefined : (JSON.parse(stored) as QueueConfig);
-      this.config = resolveQueueConfig(options.config ?? {}, base, this.name);
-      // Checked before anything is written: a refused open leaves the file as it was.
-      this.checkDeadLetterTarget(this.config);
+      const config = resolveQueueConfig(given, base, this.name);
+      this.checkDeadLetterTarget(config);
+      return { config, stored };
     } catch (error) {
       this.store.close();
       throw error;
     }
-    this.time = new CellTime(this.clock, Math.max(this.store.newestEnqueuedAt() ?? 0, options.notBeforeMs ?? 0));
-    // Read now, not at the first call: a clock behind is measured from the open.
-    this.now();
-    this.loop = new WriteLoop({
+  }
+
+  /** The cell's single writer, with what each group does before, at the end of and after it. */
+  private newWriteLoop(): WriteLoop {
+    return new WriteLoop({
       transaction: (fn) => {
         try {
           return this.store.transaction(fn);
@@ -192,21 +221,15 @@ export class CellCore {
       endOfGroup: (nowMs) => this.endOfGroup(nowMs),
       afterCommit: (nowMs) => this.afterCommit(nowMs),
     });
-    this.waiters = new LeaseWaiters(this.time.clock, () => this.serveWaiters());
-    this.mover = new DeadLetterMover({
-      name: this.name,
-      store: this.store,
-      loop: this.loop,
-      clock: this.clock,
-      policy: () => this.config.deadLetter,
-      resolveCell: this.resolveCell,
-      isClosed: () => this.closed,
-      onWarning: (message) => this.onWarning(message),
-      backgroundFailed: (work, retry, error) => this.backgroundFailed(work, retry, error),
-    });
+  }
+
+  /**
+   * Opening, last stage: the queue's name and settings, written only when changed: a reopen that
+   * wrote them again left a commit to flush and a log to checkpoint at close for every open of an
+   * unchanged queue. A failed write closes the store.
+   */
+  private writeNameAndConfig(stored: string | undefined): void {
     try {
-      // Written only when changed: a reopen that wrote them again left a commit to flush and a
-      // log to checkpoint at close for every open of an unchanged queue.
       const config = JSON.stringify(this.config);
       if (config !== stored || this.store.getMeta("name") !== this.name) {
         this.store.transaction(() => {
@@ -218,8 +241,6 @@ export class CellCore {
       this.store.close();
       throw this.callFailed(error, "commit");
     }
-    // Moves interrupted by a crash resume; expiries that fell due while closed are applied.
-    this.loop.submit(() => undefined).catch((error: unknown) => this.backgroundFailed("resuming its work after opening", "tried again with its next call", error));
   }
 
   get queueConfig(): QueueConfig {
