@@ -131,6 +131,14 @@ export function checkAttributes(
   // is still refused, below.
   const raw = Object.fromEntries(Object.entries(given).filter(([, value]) => value !== null));
   const out: Attributes = {};
+  checkRequiredAttributes(raw, pathOf, out);
+  checkOptionalAttributes(raw, pathOf, out);
+  checkExtensions(given, raw, field, pathOf, out);
+  return out;
+}
+
+/** specversion, id, source and type, into `out` in that order. */
+function checkRequiredAttributes(raw: Record<string, unknown>, pathOf: (name: string) => string, out: Attributes): void {
   const specversion = raw["specversion"];
   if (specversion === undefined) {
     throw new ApiError("invalid_argument", `${pathOf("specversion")} is required`, {
@@ -159,6 +167,10 @@ export function checkAttributes(
     const path = pathOf("source");
     throw invalid(path, "must be a URI-reference (no spaces or control characters)", raw["source"], "a URI-reference");
   }
+}
+
+/** datacontenttype, dataschema, subject and time, where given, into `out` in that order. */
+function checkOptionalAttributes(raw: Record<string, unknown>, pathOf: (name: string) => string, out: Attributes): void {
   const contentType = raw["datacontenttype"];
   if (contentType !== undefined) {
     const path = pathOf("datacontenttype");
@@ -188,6 +200,19 @@ export function checkAttributes(
     // Kept as UTC, so an event reads the same whichever wire format carried it in or out.
     out["time"] = formatRfc3339(instant);
   }
+}
+
+/**
+ * Every other name of `given`: an extension attribute, into `out` (at most eventExtensionsMax of
+ * them), or refused as an unknown field if it cannot be one.
+ */
+function checkExtensions(
+  given: Record<string, unknown>,
+  raw: Record<string, unknown>,
+  field: string,
+  pathOf: (name: string) => string,
+  out: Attributes,
+): void {
   let extensions = 0;
   for (const name of Object.keys(given)) {
     if (known.has(name)) continue;
@@ -209,7 +234,6 @@ export function checkAttributes(
     }
     out[name] = checkExtensionValue(path, raw[name]);
   }
-  return out;
 }
 
 /**
