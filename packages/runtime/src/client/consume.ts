@@ -94,62 +94,102 @@ export interface LeasingClient {
  * `clock` times the loop's pauses; a test gives a ManualClock and moves it.
  */
 export function consume(client: LeasingClient, queue: string, handler: ConsumeHandler, options: ConsumeOptions = {}, clock: Clock = nodeTimers): Consumer {
-  const stats: ConsumeStats = { leased: 0, acked: 0, nacked: 0, stale: 0 };
-  const stopper = new AbortController();
-  const onError = options.onError ?? (() => {});
-  const stopFromOutside = (): void => stopper.abort();
-  options.signal?.addEventListener("abort", stopFromOutside, { once: true });
-  if (options.signal?.aborted === true) stopper.abort();
+  return new ConsumeLoop(client, queue, handler, options, clock).start();
+}
 
-  const wait = options.wait ?? limits.leaseWaitSecondsMax;
-  const retryLeaseAfterMs = options.retryLeaseAfterMs ?? defaultRetryLeaseAfterMs;
+/** Turns a callback's throw into the batch's failure, kept until the batch is settled. */
+type Guard = (call: () => void) => void;
 
-  const run = async (): Promise<ConsumeStats> => {
-    while (!stopper.signal.aborted) {
-      let batch: LeasedMessage[];
-      try {
-        batch = await client.lease(queue, {
-          maxMessages: options.maxMessages ?? defaultMaxMessages,
-          visibilityTimeout: options.visibilityTimeout,
-          wait,
-          signal: stopper.signal,
-        });
-      } catch (error) {
-        if (stopper.signal.aborted) break;
-        if (cannotGetBetter(error)) throw error;
-        onError(error);
-        await sleep(leaseRetryAfterMs(error, retryLeaseAfterMs), stopper.signal, clock);
-        continue;
-      }
-      stats.leased += batch.length;
-      if (batch.length > 0) await handleBatch(batch);
+/** One consume() loop: its stages are leaseNext, handleBatch and settle. */
+class ConsumeLoop {
+  readonly stats: ConsumeStats = { leased: 0, acked: 0, nacked: 0, stale: 0 };
+  private readonly stopper = new AbortController();
+  private readonly onError: (error: unknown, message?: LeasedMessage) => void;
+  private readonly wait: number;
+  private readonly retryLeaseAfterMs: number;
+
+  constructor(
+    private readonly client: LeasingClient,
+    private readonly queue: string,
+    private readonly handler: ConsumeHandler,
+    private readonly options: ConsumeOptions,
+    private readonly clock: Clock,
+  ) {
+    this.onError = options.onError ?? (() => {});
+    this.wait = options.wait ?? limits.leaseWaitSecondsMax;
+    this.retryLeaseAfterMs = options.retryLeaseAfterMs ?? defaultRetryLeaseAfterMs;
+  }
+
+  start(): Consumer {
+    const stopFromOutside = (): void => this.stopper.abort();
+    this.options.signal?.addEventListener("abort", stopFromOutside, { once: true });
+    if (this.options.signal?.aborted === true) this.stopper.abort();
+    const done = this.run().finally(() => this.options.signal?.removeEventListener("abort", stopFromOutside));
+    // The caller may only ever call stop(); an unobserved rejection must not crash the process.
+    done.catch(() => undefined);
+    const stopper = this.stopper;
+    return {
+      stats: this.stats,
+      done,
+      stop() {
+        stopper.abort();
+        return done;
+      },
+    };
+  }
+
+  private async run(): Promise<ConsumeStats> {
+    while (!this.stopper.signal.aborted) {
+      const batch = await this.leaseNext();
+      if (batch === "stopped") break;
+      if (batch === "failed") continue;
+      this.stats.leased += batch.length;
+      if (batch.length > 0) await this.handleBatch(batch);
       // Without a long poll the server answers an empty queue at once: leasing again at once
       // would call it hundreds of times a second for nothing.
-      else if (wait === 0) await sleep(retryLeaseAfterMs, stopper.signal, clock);
+      else if (this.wait === 0) await sleep(this.retryLeaseAfterMs, this.stopper.signal, this.clock);
     }
-    return { ...stats };
-  };
+    return { ...this.stats };
+  }
 
-  const handleBatch = async (batch: LeasedMessage[]): Promise<void> => {
+  /**
+   * The next batch (a long poll). A lease that failed is reported and waited out ("failed"), or
+   * thrown if retrying cannot help; "stopped" once stop() aborted it.
+   */
+  private async leaseNext(): Promise<LeasedMessage[] | "failed" | "stopped"> {
+    try {
+      return await this.client.lease(this.queue, {
+        maxMessages: this.options.maxMessages ?? defaultMaxMessages,
+        visibilityTimeout: this.options.visibilityTimeout,
+        wait: this.wait,
+        signal: this.stopper.signal,
+      });
+    } catch (error) {
+      if (this.stopper.signal.aborted) return "stopped";
+      if (cannotGetBetter(error)) throw error;
+      const onError = this.onError;
+      onError(error);
+      await sleep(leaseRetryAfterMs(error, this.retryLeaseAfterMs), this.stopper.signal, this.clock);
+      return "failed";
+    }
+  }
+
+  /** Runs the handler for each message at once, settling each as it is done. */
+  private async handleBatch(batch: LeasedMessage[]): Promise<void> {
     // A caller's callback that throws is a bug to surface, but only once the batch is settled:
     // thrown at once, it would leave every message of the batch, finished ones too, to wait out
     // its lease and be delivered again.
     let callbackFailure: { error: unknown } | undefined;
-    const guard = (call: () => void): void => {
+    const guard: Guard = (call) => {
       try {
         call();
       } catch (thrown) {
         callbackFailure ??= { error: thrown };
       }
     };
+    const onError = this.onError;
+    const handler = this.handler;
     const report = (error: unknown, message?: LeasedMessage): void => guard(() => onError(error, message));
-    const retryDelay = options.retryDelay;
-    const retryDelayOf = (message: LeasedMessage, error: unknown): number | undefined => {
-      if (typeof retryDelay !== "function") return retryDelay;
-      let delay: number | undefined;
-      guard(() => (delay = retryDelay(message, error)));
-      return delay;
-    };
     // Each message is settled once its own handler is done, together with those done in the same
     // turn of the event loop: held back until the slowest handler of the batch returned, a
     // finished message's ack could come after its lease ran out, and another worker would have
@@ -160,7 +200,7 @@ export function consume(client: LeasingClient, queue: string, handler: ConsumeHa
     const settling: Array<Promise<void>> = [];
     const flush = (): void => {
       flushing = undefined;
-      settling.push(settle(acks, nacks, batch, report, guard));
+      settling.push(this.settle(acks, nacks, batch, report, guard));
       acks = [];
       nacks = [];
     };
@@ -171,10 +211,7 @@ export function consume(client: LeasingClient, queue: string, handler: ConsumeHa
           acks.push(message);
         } catch (error) {
           report(error, message);
-          const delay = retryDelayOf(message, error);
-          const ref: NackRef = { id: message.id, leaseGeneration: message.leaseGeneration };
-          if (delay !== undefined) ref.delay = delay;
-          nacks.push(ref);
+          nacks.push(this.nackOf(message, error, guard));
         }
         flushing ??= setImmediate(flush);
       }),
@@ -185,40 +222,39 @@ export function consume(client: LeasingClient, queue: string, handler: ConsumeHa
     }
     await Promise.all(settling);
     if (callbackFailure !== undefined) throw callbackFailure.error;
-  };
+  }
+
+  /** The nack of a message whose handler threw, with its retry delay if one is set. */
+  private nackOf(message: LeasedMessage, error: unknown, guard: Guard): NackRef {
+    const retryDelay = this.options.retryDelay;
+    let delay: number | undefined;
+    if (typeof retryDelay !== "function") delay = retryDelay;
+    else guard(() => (delay = retryDelay(message, error)));
+    const ref: NackRef = { id: message.id, leaseGeneration: message.leaseGeneration };
+    if (delay !== undefined) ref.delay = delay;
+    return ref;
+  }
 
   /** Settling is not cancelled by stop(): a finished message must not wait out its lease. */
-  const settle = async (acks: LeasedMessage[], nacks: NackRef[], batch: readonly LeasedMessage[], report: (error: unknown) => void, guard: (call: () => void) => void): Promise<void> => {
+  private async settle(acks: LeasedMessage[], nacks: NackRef[], batch: readonly LeasedMessage[], report: (error: unknown) => void, guard: Guard): Promise<void> {
     const [acked, nacked] = await Promise.allSettled([
-      acks.length > 0 ? client.ack(queue, acks) : undefined,
-      nacks.length > 0 ? client.nack(queue, nacks) : undefined,
+      acks.length > 0 ? this.client.ack(this.queue, acks) : undefined,
+      nacks.length > 0 ? this.client.nack(this.queue, nacks) : undefined,
     ]);
     for (const outcome of [acked, nacked]) {
       if (outcome?.status === "rejected") report(outcome.reason);
       else if (outcome?.value !== undefined) {
-        stats.acked += outcome.value.acked;
-        stats.nacked += outcome.value.retried + outcome.value.deadLettered;
-        stats.stale += outcome.value.staleLeases.length;
-        if (options.onStale === undefined) continue;
+        this.stats.acked += outcome.value.acked;
+        this.stats.nacked += outcome.value.retried + outcome.value.deadLettered;
+        this.stats.stale += outcome.value.staleLeases.length;
+        if (this.options.onStale === undefined) continue;
         for (const ref of outcome.value.staleLeases) {
           const message = batch.find((m) => m.id === ref.id && m.leaseGeneration === ref.leaseGeneration);
-          if (message !== undefined) guard(() => options.onStale?.(message));
+          if (message !== undefined) guard(() => this.options.onStale?.(message));
         }
       }
     }
-  };
-
-  const done = run().finally(() => options.signal?.removeEventListener("abort", stopFromOutside));
-  // The caller may only ever call stop(); an unobserved rejection must not crash the process.
-  done.catch(() => undefined);
-  return {
-    stats,
-    done,
-    stop() {
-      stopper.abort();
-      return done;
-    },
-  };
+  }
 }
 
 /**
