@@ -1,4 +1,6 @@
 import { CellError, checkRange } from "./errors.ts";
+import { limits } from "./limits.ts";
+import { checkDelay } from "./send-input.ts";
 import type { CellStore, StoredMessage } from "./store.ts";
 
 /**
@@ -104,6 +106,39 @@ export interface ReplayRange {
   fromMs?: number;
   /** Dead-lettered before, ms. */
   toMs?: number;
+}
+
+/** A lease's options checked, each against its bound; `visibilityDefault` is the queue's setting. */
+export function checkLeaseOptions(
+  options: LeaseOptions,
+  visibilityDefault: number,
+): { max: number; visibilitySeconds: number; waitSeconds: number; owner: number } {
+  const max = checkRange("max", options.max, 1, limits.leaseMessagesMax, { integer: true, unit: "messages" });
+  const visibilitySeconds = checkRange(
+    "visibilityTimeoutSeconds",
+    options.visibilityTimeoutSeconds ?? visibilityDefault,
+    limits.visibilityTimeoutSecondsMin,
+    limits.visibilityTimeoutSecondsMax,
+    { unit: "seconds" },
+  );
+  const waitSeconds = checkRange("waitSeconds", options.waitSeconds ?? 0, 0, limits.leaseWaitSecondsMax, { unit: "seconds" });
+  const owner = checkRange("owner", options.owner ?? 0, 0, Number.MAX_SAFE_INTEGER, { integer: true });
+  return { max, visibilitySeconds, waitSeconds, owner };
+}
+
+/** A settle's acks and nacks checked (each ref, and a nack's delay). */
+export function checkSettleInput(input: { acks?: readonly LeaseRef[]; nacks?: readonly NackRef[] }): {
+  acks: readonly LeaseRef[];
+  nacks: readonly NackRef[];
+} {
+  const acks = input.acks ?? [];
+  const nacks = input.nacks ?? [];
+  acks.forEach((ref, i) => checkLeaseRef("acks", i, ref));
+  nacks.forEach((ref, i) => {
+    checkLeaseRef("nacks", i, ref);
+    if (ref.delaySeconds !== undefined) checkDelay(`nacks[${i}].delaySeconds`, ref.delaySeconds);
+  });
+  return { acks, nacks };
 }
 
 /** `list[index]` names the ref in an error; the name is built only then (this runs for every ack). */

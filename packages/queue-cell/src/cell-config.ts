@@ -97,3 +97,8 @@ export function resolveQueueConfig(
 function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
+
+/** "4-day retention", or "3600-second retention" for a retention of no whole number of days. */
+export function retentionWords(seconds: number): string {
+  return seconds % 86_400 === 0 ? `${seconds / 86_400}-day` : `${seconds}-second`;
+}

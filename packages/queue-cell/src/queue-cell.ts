@@ -1,6 +1,8 @@
 import {
   backlogMetricsOf,
+  checkLeaseOptions,
   checkLeaseRef,
+  checkSettleInput,
   countsOf,
   deadMessageOf,
   peekedMessageOf,
@@ -15,7 +17,7 @@ import {
   type SendResult,
   type SettleResult,
 } from "./cell-calls.ts";
-import { resolveQueueConfig, type QueueConfig } from "./cell-config.ts";
+import { resolveQueueConfig, retentionWords, type QueueConfig } from "./cell-config.ts";
 import { emptyTally, isEmptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 import { CellTime } from "./cell-time.ts";
 import { systemClock, type Clock } from "./clock.ts";
@@ -24,7 +26,7 @@ import { BackgroundWorkError, CellError, checkRange, isCellError } from "./error
 import { UlidSource } from "./ids.ts";
 import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
-import { checkDelay, checkSend, type OutgoingMessage, type SendOptions } from "./send-input.ts";
+import { checkSend, overloaded, type OutgoingMessage, type SendOptions } from "./send-input.ts";
 import { CallFailures } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
 import { WriteLoop, type GroupFate } from "./write-loop.ts";
@@ -269,13 +271,7 @@ export class CellCore {
   private async sendChecked(messages: readonly OutgoingMessage[], options: SendOptions): Promise<SendResult> {
     this.assertOpen();
     checkSend(messages, options);
-    if (this.producerCallsInFlight >= limits.producerCallsInFlightMax) {
-      throw new CellError(
-        "ERR_CELL_OVERLOADED",
-        `queue "${this.name}" is busy: ${limits.producerCallsInFlightMax} producer calls are in flight; retry shortly`,
-        { field: "queue", value: this.name, bound: `at most ${limits.producerCallsInFlightMax} calls in flight` },
-      );
-    }
+    if (this.producerCallsInFlight >= limits.producerCallsInFlightMax) throw overloaded(this.name);
     this.producerCallsInFlight += 1;
     try {
       return await this.loop.submit((nowMs) => {
@@ -328,18 +324,7 @@ export class CellCore {
    */
   async lease(options: LeaseOptions): Promise<LeasedMessage[]> {
     this.assertOpen();
-    const max = checkRange("max", options.max, 1, limits.leaseMessagesMax, { integer: true, unit: "messages" });
-    const visibilitySeconds = checkRange(
-      "visibilityTimeoutSeconds",
-      options.visibilityTimeoutSeconds ?? this.config.visibilityTimeoutSeconds,
-      limits.visibilityTimeoutSecondsMin,
-      limits.visibilityTimeoutSecondsMax,
-      { unit: "seconds" },
-    );
-    const waitSeconds = checkRange("waitSeconds", options.waitSeconds ?? 0, 0, limits.leaseWaitSecondsMax, {
-      unit: "seconds",
-    });
-    const owner = checkRange("owner", options.owner ?? 0, 0, Number.MAX_SAFE_INTEGER, { integer: true });
+    const { max, visibilitySeconds, waitSeconds, owner } = checkLeaseOptions(options, this.config.visibilityTimeoutSeconds);
     const visibilityMs = Math.round(visibilitySeconds * msPerSecond);
     // The wait runs from the call, not from when the first attempt's group committed.
     const deadlineMs = this.now() + Math.round(waitSeconds * msPerSecond);
@@ -409,13 +394,7 @@ export class CellCore {
    */
   async settle(input: { acks?: readonly LeaseRef[]; nacks?: readonly NackRef[] }): Promise<SettleResult> {
     this.assertOpen();
-    const acks = input.acks ?? [];
-    const nacks = input.nacks ?? [];
-    acks.forEach((ref, i) => checkLeaseRef("acks", i, ref));
-    nacks.forEach((ref, i) => {
-      checkLeaseRef("nacks", i, ref);
-      if (ref.delaySeconds !== undefined) checkDelay(`nacks[${i}].delaySeconds`, ref.delaySeconds);
-    });
+    const { acks, nacks } = checkSettleInput(input);
     return this.loop.submit((nowMs) => {
       const result: SettleResult = { acked: 0, retried: 0, deadLettered: 0, staleLeases: [] };
       // liveHead's rule, in one statement: present, not dead-lettered, same generation. A ref
@@ -559,7 +538,6 @@ export class CellCore {
     return this.loop.submit(() => this.store.listByState(MessageState.ready, after, limit).map(peekedMessageOf));
   }
 
-  /** Changes settings; they apply to later deliveries and are persisted. */
   /**
    * Told each time delivery is paused or resumed (configure), so a consumer waiting out a pause
    * starts again at once. Returns the unsubscribe.
@@ -569,6 +547,7 @@ export class CellCore {
     return () => this.configListeners.delete(listener);
   }
 
+  /** Changes settings; they apply to later deliveries and are persisted. */
   async configure(input: Partial<QueueConfig>): Promise<QueueConfig> {
     this.assertOpen();
     const next = resolveQueueConfig(input, this.config, this.name);
@@ -903,9 +882,4 @@ export class CellCore {
   private assertOpen(): void {
     if (this.closed) throw new CellError("ERR_CELL_CLOSED", `queue "${this.name}" is closed`);
   }
-}
-
-/** "4-day retention", or "3600-second retention" for a retention of no whole number of days. */
-function retentionWords(seconds: number): string {
-  return seconds % 86_400 === 0 ? `${seconds / 86_400}-day` : `${seconds}-second`;
 }

@@ -76,3 +76,12 @@ export function checkDelay(field: string, value: unknown): number {
     code: "ERR_DELAY_OUT_OF_RANGE",
   });
 }
+
+/** The refusal of a send past the producer calls a cell admits at once (nothing was written). */
+export function overloaded(queue: string): CellError {
+  return new CellError(
+    "ERR_CELL_OVERLOADED",
+    `queue "${queue}" is busy: ${limits.producerCallsInFlightMax} producer calls are in flight; retry shortly`,
+    { field: "queue", value: queue, bound: `at most ${limits.producerCallsInFlightMax} calls in flight` },
+  );
+}
