@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { performance } from "node:perf_hooks";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
 import { AnswerBudget } from "./answer-budget.ts";
@@ -123,15 +123,7 @@ const bodyCaps = { control: apiLimits.controlBodyBytesMax, send: apiLimits.sendB
 export async function startApiServer(options: ApiServerOptions): Promise<ApiServer> {
   const clock = options.clock ?? systemClock;
   const catalog = Catalog.open(options.dataDir);
-  const deps: ApiDeps = {
-    registry: options.registry,
-    keys: options.keys,
-    catalog,
-    directory: new QueueDirectory(catalog, options.registry, clock, new UlidSource(), options.workerQueues),
-    clock,
-    ids: new UlidSource(),
-    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
-  };
+  const deps = apiDeps(options, clock, catalog);
   const router = new Router(apiRoutes);
   const answers = new AnswerBudget(options.answerBytesPendingMax ?? apiLimits.answerBytesPendingMax);
   const stopping = new AbortController();
@@ -139,16 +131,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   // thousand concurrent polls are a thousand listeners, not a leak to warn about.
   setMaxListeners(0, stopping.signal);
   const inflight = new Set<Promise<void>>();
-  const timeouts: ApiServerTimeouts = {
-    headersMs: apiLimits.headersTimeoutMs,
-    requestMs: apiLimits.requestTimeoutMs,
-    keepAliveMs: apiLimits.keepAliveTimeoutMs,
-    checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
-    refusedBodyDrainMs: apiLimits.refusedBodyDrainMs,
-    socketIdleMs: apiLimits.socketIdleTimeoutMs,
-    silentConnectionMs: apiLimits.silentConnectionMs,
-    ...options.timeouts,
-  };
+  const timeouts = serverTimeouts(options.timeouts);
   const onInternalError = options.onInternalError ?? ((error: unknown) => console.error("celld api: internal error", error));
   const storageLog = new StorageFailureLog(clock, options.onStorageFailure ?? ((line) => console.error(`celld api: ${line}`)));
 
@@ -168,23 +151,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     inflight.add(handling);
     void handling.finally(() => inflight.delete(handling));
   };
-  const server = createServer(
-    {
-      headersTimeout: timeouts.headersMs,
-      requestTimeout: timeouts.requestMs,
-      keepAliveTimeout: timeouts.keepAliveMs,
-      connectionsCheckingInterval: timeouts.checkIntervalMs,
-      maxHeaderSize: apiLimits.headerBytesMax,
-    },
-    onRequest,
-  );
-  // Node answers `Expect: 100-continue` itself unless listened for, before the request's key or
-  // size is looked at: a client would then upload a body only to be told 401 or 413.
-  server.on("checkContinue", onRequest);
-  // With no listener for "timeout", Node destroys the socket: the answer it held is dropped, and a
-  // lease's afterWrite hands back the messages it carried.
-  server.setTimeout(timeouts.socketIdleMs);
-  answerParserErrors(server, apiLimits.headerBytesMax);
+  const server = httpServer(timeouts, onRequest);
   const guard = new ConnectionGuard(server, {
     name: "--api-port",
     max: options.connectionsMax ?? apiLimits.connectionsMaxDefault,
@@ -192,13 +159,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     clock,
     report: options.onConnectionsClosed ?? ((line) => console.error(`celld api: ${line}`)),
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
+  await listen(server, options.port ?? 0, options.host ?? "127.0.0.1");
   guard.startSweeping();
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
@@ -222,6 +183,69 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   };
 }
 
+/** What every route is given: the registry, the keys, the catalog and its queue directory, time, ids. */
+function apiDeps(options: ApiServerOptions, clock: Clock, catalog: Catalog): ApiDeps {
+  return {
+    registry: options.registry,
+    keys: options.keys,
+    catalog,
+    directory: new QueueDirectory(catalog, options.registry, clock, new UlidSource(), options.workerQueues),
+    clock,
+    ids: new UlidSource(),
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+  };
+}
+
+function serverTimeouts(given: Partial<ApiServerTimeouts> | undefined): ApiServerTimeouts {
+  return {
+    headersMs: apiLimits.headersTimeoutMs,
+    requestMs: apiLimits.requestTimeoutMs,
+    keepAliveMs: apiLimits.keepAliveTimeoutMs,
+    checkIntervalMs: apiLimits.timeoutCheckIntervalMs,
+    refusedBodyDrainMs: apiLimits.refusedBodyDrainMs,
+    socketIdleMs: apiLimits.socketIdleTimeoutMs,
+    silentConnectionMs: apiLimits.silentConnectionMs,
+    ...given,
+  };
+}
+
+/** The node:http server, its timeouts and header bound set, `onRequest` answering every request. */
+function httpServer(timeouts: ApiServerTimeouts, onRequest: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const server = createServer(
+    {
+      headersTimeout: timeouts.headersMs,
+      requestTimeout: timeouts.requestMs,
+      keepAliveTimeout: timeouts.keepAliveMs,
+      connectionsCheckingInterval: timeouts.checkIntervalMs,
+      maxHeaderSize: apiLimits.headerBytesMax,
+    },
+    onRequest,
+  );
+  // Node answers `Expect: 100-continue` itself unless listened for, before the request's key or
+  // size is looked at: a client would then upload a body only to be told 401 or 413.
+  server.on("checkContinue", onRequest);
+  // With no listener for "timeout", Node destroys the socket: the answer it held is dropped, and a
+  // lease's afterWrite hands back the messages it carried.
+  server.setTimeout(timeouts.socketIdleMs);
+  answerParserErrors(server, apiLimits.headerBytesMax);
+  return server;
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * One request to the native API, in stages: the paths outside the route table, the route,
+ * access (key, environment, scope, names, query), the request's body, the call, the answer; any
+ * throw becomes the error answer.
+ */
 async function handle(
   req: IncomingMessage,
   res: ServerResponse,
@@ -237,56 +261,25 @@ async function handle(
   res.on("close", () => {
     if (!res.writableFinished) gone.abort();
   });
-  let bodyRead = false;
+  const body = { read: false };
   try {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname === metricsPath) return await answerMetrics(req, res, deps.metrics, deps.keys);
     if (url.pathname === keyPath) return answerKey(req, res, deps.keys);
     if (isDashboardPath(url.pathname)) return answerDashboard(req, res, url.pathname);
-    const match = router.match(req.method ?? "", url.pathname);
-    if (match.kind === "none") throw new ApiError("not_found", `no route for ${req.method} ${url.pathname}`);
-    if (match.kind === "method") {
-      throw new ApiError("method_not_allowed", `${url.pathname} takes ${match.allowed.join(", ")}, not ${req.method}`, {
-        extra: { allowed_methods: match.allowed },
-      });
-    }
-    const { route, params } = match;
-    const key = authenticate(req.headers.authorization, deps.keys);
-    const env = envName(params["org"]!, params["project"]!, params["env"]!);
-    authorize(key, env, route.scope);
-    checkSegment("org", params["org"]);
-    checkSegment("project", params["project"]);
-    checkSegment("env", params["env"]);
-    checkQuery(url.searchParams, route.query ?? []);
-    const speaksProtobuf = route.protobuf !== undefined;
-    if (route.body !== "none") checkContentEncoding(req);
-    const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf, route.body === "send");
-    const outFormat = responseFormat(req, speaksProtobuf, inFormat);
-    let body: unknown;
-    let bodyText: string | undefined;
-    if (route.body !== "none") {
-      if (expectsContinue(req)) {
-        // Everything that could refuse the call before its body has: only now is it asked for.
-        checkDeclaredLength(req, bodyCaps[route.body]);
-        res.writeContinue();
-      }
-      const bytes = await readBody(req, bodyCaps[route.body]);
-      bodyRead = true;
-      if (inFormat === "protobuf") body = decodeBody(route.protobuf!, bytes);
-      else if (inFormat === "cloudevents-binary") body = bytes;
-      // A send's events are checked for names given twice by json-source.ts, outside their data.
-      else ({ value: body, text: bodyText } = parseJsonBody(bytes, { uniqueMembers: route.body === "control" }));
-    }
+    const { route, params } = matchRoute(router, req.method ?? "", url.pathname);
+    const { key, env } = checkAccess(req, url, route, params, deps.keys);
+    const request = await readRequest(req, res, route, body);
     // Before the call does anything: no message is leased for an answer there is no room for.
     if (route.largeAnswer !== undefined) answers.checkRoom();
     const reply = await route.handle({
       params,
       env,
       query: url.searchParams,
-      body,
-      bodyText,
-      requestFormat: inFormat,
-      responseFormat: outFormat,
+      body: request.body,
+      bodyText: request.bodyText,
+      requestFormat: request.inFormat,
+      responseFormat: request.outFormat,
       key,
       deps,
       clientGone: gone.signal,
@@ -294,33 +287,89 @@ async function handle(
       stopping,
       res,
     });
-    if (gone.signal.aborted) {
-      await reply.afterWrite?.(false);
-      return;
-    }
-    if (route.largeAnswer === "withdrawable") {
-      // Calls that passed the first check together (long polls among them) may have filled it
-      // since: such an answer is not written, and a lease hands its messages back uncounted.
-      try {
-        answers.checkRoom();
-      } catch (error) {
-        await reply.afterWrite?.(false);
-        throw error;
-      }
-    }
-    const answer = answerOf(reply);
-    answers.track(res, answer.body.byteLength);
-    writeAnswer(res, reply.status ?? 200, answer);
-    if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
+    await writeReply(res, route, reply, gone.signal, answers);
   } catch (thrown) {
     const error = toApiError(thrown);
     if (error.code === "internal") onInternalError(thrown);
     for (const failure of storageFailuresIn(thrown)) storageLog.report(failure);
     if (res.headersSent || res.destroyed) return;
     const headers = errorHeaders(error);
-    if (hasBody(req) && !bodyRead) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
+    if (hasBody(req) && !body.read) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
     else writeError(res, error, headers);
   }
+}
+
+/** The route for a method and path, or not_found / method_not_allowed. */
+function matchRoute(router: Router, method: string, path: string): { route: Route; params: Record<string, string> } {
+  const match = router.match(method, path);
+  if (match.kind === "none") throw new ApiError("not_found", `no route for ${method} ${path}`);
+  if (match.kind === "method") {
+    throw new ApiError("method_not_allowed", `${path} takes ${match.allowed.join(", ")}, not ${method}`, {
+      extra: { allowed_methods: match.allowed },
+    });
+  }
+  return { route: match.route, params: match.params };
+}
+
+/** The caller's key, allowed the route's scope in the environment the path names; names and query checked. */
+function checkAccess(req: IncomingMessage, url: URL, route: Route, params: Record<string, string>, keys: ApiKeyStore) {
+  const key = authenticate(req.headers.authorization, keys);
+  const env = envName(params["org"]!, params["project"]!, params["env"]!);
+  authorize(key, env, route.scope);
+  checkSegment("org", params["org"]);
+  checkSegment("project", params["project"]);
+  checkSegment("env", params["env"]);
+  checkQuery(url.searchParams, route.query ?? []);
+  return { key, env };
+}
+
+/**
+ * The formats the request comes in and its answer goes out in, and its body, read under its cap
+ * and decoded (`body.read` set once it is read: a refusal before then drains it).
+ */
+async function readRequest(req: IncomingMessage, res: ServerResponse, route: Route, body: { read: boolean }) {
+  const speaksProtobuf = route.protobuf !== undefined;
+  if (route.body !== "none") checkContentEncoding(req);
+  const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf, route.body === "send");
+  const outFormat = responseFormat(req, speaksProtobuf, inFormat);
+  let value: unknown;
+  let bodyText: string | undefined;
+  if (route.body !== "none") {
+    if (expectsContinue(req)) {
+      // Everything that could refuse the call before its body has: only now is it asked for.
+      checkDeclaredLength(req, bodyCaps[route.body]);
+      res.writeContinue();
+    }
+    const bytes = await readBody(req, bodyCaps[route.body]);
+    body.read = true;
+    if (inFormat === "protobuf") value = decodeBody(route.protobuf!, bytes);
+    else if (inFormat === "cloudevents-binary") value = bytes;
+    // A send's events are checked for names given twice by json-source.ts, outside their data.
+    else ({ value, text: bodyText } = parseJsonBody(bytes, { uniqueMembers: route.body === "control" }));
+  }
+  return { body: value, bodyText, inFormat, outFormat };
+}
+
+/** Writes the route's reply, unless its client has gone or (a withdrawable answer) there is no room. */
+async function writeReply(res: ServerResponse, route: Route, reply: Reply, gone: AbortSignal, answers: AnswerBudget): Promise<void> {
+  if (gone.aborted) {
+    await reply.afterWrite?.(false);
+    return;
+  }
+  if (route.largeAnswer === "withdrawable") {
+    // Calls that passed the first check together (long polls among them) may have filled it
+    // since: such an answer is not written, and a lease hands its messages back uncounted.
+    try {
+      answers.checkRoom();
+    } catch (error) {
+      await reply.afterWrite?.(false);
+      throw error;
+    }
+  }
+  const answer = answerOf(reply);
+  answers.track(res, answer.body.byteLength);
+  writeAnswer(res, reply.status ?? 200, answer);
+  if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
 }
 
 function pathOf(req: IncomingMessage): string {
