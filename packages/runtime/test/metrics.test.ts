@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { limits } from "@celld/queue-cell";
+import { MetricsEndpoint } from "../src/metrics/metrics-endpoint.ts";
 import { metricsHarness, promtoolCheck, sample } from "./metrics-harness.ts";
 
 const prod = "orgs/acme/projects/shop/envs/prod";
@@ -126,6 +127,15 @@ describe("GET /metrics", () => {
     expect(om.text).toContain("# TYPE celld_queue_messages_sent counter");
     const text = (await h.call("GET", "/metrics")).text;
     expect(text).toContain("# TYPE celld_queue_messages_sent_total counter");
+    expect(promtoolCheck(text)).toEqual({ status: 0, output: "" });
+  });
+
+  it("serves again from a second endpoint on the same metrics, as after a --watch restart", async () => {
+    const h = await metricsHarness({ public: true });
+    await h.call("POST", `/v1/${prod}/queues`, { key: h.key(prod, ["events:write"]), body: { name: "jobs" } });
+    const again = new MetricsEndpoint({ metrics: h.metrics, registry: h.registry, public: true });
+    const text = (await again.scrape(false)).body;
+    expect(sample(text, "celld_queue_backlog_messages", { environment: prod, queue: "jobs" })).toBe(0);
     expect(promtoolCheck(text)).toEqual({ status: 0, output: "" });
   });
 });

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { Gauge } from "prom-client";
+import { Gauge, type GaugeConfiguration, type Registry } from "prom-client";
 import type { CellCounts, CellRegistry } from "@celld/queue-cell";
 import type { CelldMetrics } from "./celld-metrics.ts";
 
@@ -38,19 +38,19 @@ export class QueueGauges {
   ) {
     const registers = [metrics.registry];
     const labelNames = queueLabelNames;
-    this.backlogMessages = new Gauge({ name: "celld_queue_backlog_messages", help: "Messages not yet acked: ready, delayed and in flight.", labelNames, registers });
-    this.backlogBytes = new Gauge({ name: "celld_queue_backlog_bytes", help: "Body bytes of the backlog.", labelNames, registers });
-    this.messages = new Gauge({
+    this.backlogMessages = gaugeIn(metrics.registry, { name: "celld_queue_backlog_messages", help: "Messages not yet acked: ready, delayed and in flight.", labelNames, registers });
+    this.backlogBytes = gaugeIn(metrics.registry, { name: "celld_queue_backlog_bytes", help: "Body bytes of the backlog.", labelNames, registers });
+    this.messages = gaugeIn(metrics.registry, {
       name: "celld_queue_messages",
       help: "Messages by state: ready, delayed, in_flight (leased), dead_lettered (in the queue's own dead-letter set).",
       labelNames: [...labelNames, "state"],
       registers,
     });
-    this.oldestAge = new Gauge({ name: "celld_queue_oldest_message_age_seconds", help: "Age of the oldest backlog message; 0 with no backlog.", labelNames, registers });
-    this.concurrency = new Gauge({ name: "celld_queue_consumer_concurrency", help: "Batches the queue's consumer is running now.", labelNames, registers });
-    this.concurrencyMax = new Gauge({ name: "celld_queue_consumer_concurrency_max", help: "The consumer's max_concurrency.", labelNames, registers });
-    this.paused = new Gauge({ name: "celld_queue_delivery_paused", help: "1 while the queue's delivery is paused, else 0.", labelNames, registers });
-    this.openCells = new Gauge({ name: "celld_open_cells", help: "Queue cells (SQLite files) open now.", registers });
+    this.oldestAge = gaugeIn(metrics.registry, { name: "celld_queue_oldest_message_age_seconds", help: "Age of the oldest backlog message; 0 with no backlog.", labelNames, registers });
+    this.concurrency = gaugeIn(metrics.registry, { name: "celld_queue_consumer_concurrency", help: "Batches the queue's consumer is running now.", labelNames, registers });
+    this.concurrencyMax = gaugeIn(metrics.registry, { name: "celld_queue_consumer_concurrency_max", help: "The consumer's max_concurrency.", labelNames, registers });
+    this.paused = gaugeIn(metrics.registry, { name: "celld_queue_delivery_paused", help: "1 while the queue's delivery is paused, else 0.", labelNames, registers });
+    this.openCells = gaugeIn(metrics.registry, { name: "celld_open_cells", help: "Queue cells (SQLite files) open now.", registers });
   }
 
   /** Reads every open cell and sets the gauges; drops the series of queues deleted since. */
@@ -99,4 +99,15 @@ export class QueueGauges {
     const oldest = counts.oldestMessageAt;
     this.oldestAge.set(labels, oldest === null ? 0 : Math.max(0, (nowMs - oldest) / 1000));
   }
+}
+
+/**
+ * The registry's gauge of that name, made on first use: `celld dev --watch` starts the API again
+ * on each restart, with new gauges over the new host's cells, in the one registry that keeps the
+ * counters from celld's start (prom-client refuses a second metric of a name).
+ */
+function gaugeIn<T extends string>(registry: Registry, config: GaugeConfiguration<T>): Gauge<T> {
+  const existing = registry.getSingleMetric(config.name);
+  if (existing !== undefined) return existing as Gauge<T>;
+  return new Gauge({ ...config, registers: [registry] });
 }
