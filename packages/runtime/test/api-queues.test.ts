@@ -24,6 +24,8 @@ describe("the queues collection", () => {
       delivery_delay: 0,
       dead_letter_queue: null,
       dead_letter_policy: "set",
+      retention: limits.retentionSeconds,
+      delivery_paused: false,
       create_time: "2026-01-01T00:00:00.000Z",
       update_time: "2026-01-01T00:00:00.000Z",
       counts: { ready: 0, delayed: 0, leased: 0, dead: 0, moving_to_dead_letter_queue: 0, backlog_bytes: 0, oldest_message_time: null },
@@ -46,6 +48,8 @@ describe("the queues collection", () => {
       maxDeliveries: 2,
       deliveryDelaySeconds: 5,
       deadLetter: { kind: "queue", queue: `${testEnv}/queues/dlq` },
+      retentionSeconds: limits.retentionSeconds,
+      deliveryPaused: false,
     });
   });
 

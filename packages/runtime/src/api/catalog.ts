@@ -14,6 +14,10 @@ export interface ApiQueueSettings {
   deliveryDelay: number;
   /** Full name of the queue that takes this queue's dead letters, or null for its own set. */
   deadLetterQueue: string | null;
+  /** Absent in rows written before it existed: limits.retentionSeconds. */
+  retentionSeconds?: number;
+  /** Absent in rows written before it existed: false. */
+  deliveryPaused?: boolean;
 }
 
 export type QueueOrigin = "api" | "workers";
@@ -174,6 +178,7 @@ export class Catalog {
         "UPDATE queues SET settings = ?, dead_letter_queue = ?, update_ms = ? WHERE name = ?",
       ),
       deleteQueue: db.prepare("DELETE FROM queues WHERE name = ?"),
+      touchQueue: db.prepare("UPDATE queues SET update_ms = ? WHERE name = ?"),
       markWorkers: db.prepare(
         "UPDATE queues SET origin = 'workers', settings = NULL, dead_letter_queue = NULL, update_ms = ? WHERE name = ?",
       ),
@@ -258,6 +263,11 @@ export class Catalog {
 
   updateQueueSettings(name: string, settings: ApiQueueSettings, updateMs: number): void {
     this.stmt.updateQueue.run(JSON.stringify(settings), settings.deadLetterQueue, updateMs, name);
+  }
+
+  /** A Workers queue's cell settings changed (retention, pause): its modified time moves. */
+  touchQueue(name: string, updateMs: number): void {
+    this.stmt.touchQueue.run(updateMs, name);
   }
 
   /** The Workers config declares this queue now: its settings are the config's, no longer the API's. */

@@ -7,6 +7,7 @@ import {
   type QueueConfig,
   type UlidSource,
 } from "@celld/queue-cell";
+import { limits } from "@celld/queue-cell";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiQueueSettings, Catalog, QueueRow } from "./catalog.ts";
 import { ApiError } from "../wire/api-error.ts";
@@ -26,7 +27,7 @@ export interface WorkerQueueOptions {
 
 export interface QueueView {
   row: QueueRow;
-  settings: ApiQueueSettings;
+  settings: Required<ApiQueueSettings>;
   /** Where a message goes after its last delivery: the own set, another queue, or nowhere. */
   deadLetterPolicy: "set" | "queue" | "delete";
 }
@@ -133,7 +134,8 @@ export class QueueDirectory {
   /** A queue's settings: the catalog's for an API queue, the cell's for a Workers queue. */
   view(row: QueueRow, cell?: QueueCell): QueueView {
     if (row.settings !== null) {
-      return { row, settings: row.settings, deadLetterPolicy: row.settings.deadLetterQueue === null ? "set" : "queue" };
+      const settings = { retentionSeconds: limits.retentionSeconds, deliveryPaused: false, ...row.settings };
+      return { row, settings, deadLetterPolicy: row.settings.deadLetterQueue === null ? "set" : "queue" };
     }
     if (cell === undefined) throw new Error(`assertion: Workers queue ${row.name} viewed without its cell`);
     const config = cell.queueConfig;
@@ -145,6 +147,8 @@ export class QueueDirectory {
         maxDeliveries: config.maxDeliveries,
         deliveryDelay: config.deliveryDelaySeconds,
         deadLetterQueue: dl.kind === "queue" ? this.nameOfCell(dl.queue) : null,
+        retentionSeconds: config.retentionSeconds,
+        deliveryPaused: config.deliveryPaused,
       },
       deadLetterPolicy: dl.kind,
     };
@@ -235,8 +239,33 @@ export class QueueDirectory {
     });
   }
 
+  /**
+   * Retention and pause, which any queue may change, a Workers queue too: its config file says
+   * nothing of either, so they are the cell's (persisted there) rather than the config's. An API
+   * queue keeps them in the catalog as well, which stays its truth.
+   */
+  async setDelivery(name: string, patch: { retentionSeconds?: number; deliveryPaused?: boolean }): Promise<QueueRow> {
+    const wanted = stripUndefined(patch);
+    return this.serial(() =>
+      this.withCell(name, async (cell, row) => {
+        await cell.configure(wanted);
+        if (row.settings === null) {
+          const updateMs = this.clock.now();
+          this.catalog.touchQueue(name, updateMs);
+          return { ...row, updateMs };
+        }
+        const settings: ApiQueueSettings = { ...row.settings, ...wanted };
+        const updated = { ...row, settings, updateMs: this.clock.now() };
+        this.catalog.updateQueueSettings(name, settings, updated.updateMs);
+        return updated;
+      }),
+    );
+  }
+
   cellConfig(settings: ApiQueueSettings): Partial<QueueConfig> {
     return {
+      retentionSeconds: settings.retentionSeconds,
+      deliveryPaused: settings.deliveryPaused,
       maxDeliveries: settings.maxDeliveries,
       visibilityTimeoutSeconds: settings.visibilityTimeout,
       deliveryDelaySeconds: settings.deliveryDelay,

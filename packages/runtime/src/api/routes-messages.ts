@@ -91,6 +91,7 @@ async function lease(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
   const input = ctx.requestFormat === "protobuf" ? leaseFromProto(ctx.body as PbLeaseRequest) : leaseFromJson(ctx.body);
   return ctx.deps.directory.withCell(name, async (cell, row, queueGone) => {
+    if (cell.queueConfig.deliveryPaused) throw deliveryPaused(row.name);
     const messages = await leaseForClient(
       cell,
       { max: input.max, visibilityTimeoutSeconds: input.visibilityTimeout, waitSeconds: input.wait },
@@ -248,6 +249,14 @@ function settleReply(ctx: RouteContext, result: SettleResult): Reply {
       stale_leases: result.staleLeases.map((r) => ({ id: r.id, lease_generation: r.leaseGeneration })),
     },
   };
+}
+
+/** A paused queue delivers to nobody: a lease is refused, as a Cloudflare pull is (409). */
+export function deliveryPaused(name: string): ApiError {
+  return new ApiError("failed_precondition", `delivery of queue ${name} is paused; resume it (delivery_paused: false) to lease`, {
+    field: "delivery_paused",
+    bound: "false",
+  });
 }
 
 /** protobufjs reads an absent `optional` field as null. */

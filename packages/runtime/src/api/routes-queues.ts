@@ -1,6 +1,7 @@
 import type { CellCounts } from "@celld/queue-cell";
 import { limits } from "@celld/queue-cell/limits";
 import { apiLimits } from "./api-limits.ts";
+import { ApiError } from "./errors.ts";
 import type { ApiQueueSettings } from "./catalog.ts";
 import { optionalInt, readObject, requiredMember, type JsonObject } from "./fields.ts";
 import { checkSegment, childName, resolveQueueRef } from "./names.ts";
@@ -13,7 +14,7 @@ import { formatMs } from "../wire/timestamps.ts";
 const collection = "/v1/orgs/{org}/projects/{project}/envs/{env}/queues";
 const item = `${collection}/{queue}`;
 
-const settingFields = ["visibility_timeout", "max_deliveries", "delivery_delay", "dead_letter_queue"] as const;
+const settingFields = ["visibility_timeout", "max_deliveries", "delivery_delay", "dead_letter_queue", "retention", "delivery_paused"] as const;
 const createFields: ReadonlySet<string> = new Set(["name", ...settingFields]);
 const updateFields: ReadonlySet<string> = new Set(settingFields);
 /** `dead_letter_queue: null` sends dead letters to the queue's own set; any other null is "not given". */
@@ -79,7 +80,15 @@ async function getQueue(ctx: RouteContext) {
 async function updateQueue(ctx: RouteContext) {
   const name = queueNameOf(ctx);
   const body = readObject(ctx.body, "", updateFields, nullMeans);
-  await ctx.deps.directory.update(name, readSettings(ctx, body));
+  const { retentionSeconds, deliveryPaused, ...rest } = readSettings(ctx, body);
+  // Retention and pause are any queue's to change, a Workers queue's too (setDelivery); the rest
+  // of a Workers queue's settings are its config's.
+  if (Object.values(rest).some((v) => v !== undefined) || (retentionSeconds === undefined && deliveryPaused === undefined)) {
+    await ctx.deps.directory.update(name, rest);
+  }
+  if (retentionSeconds !== undefined || deliveryPaused !== undefined) {
+    await ctx.deps.directory.setDelivery(name, { retentionSeconds, deliveryPaused });
+  }
   return { json: await queueWithCounts(ctx, name) };
 }
 
@@ -103,6 +112,18 @@ function readSettings(ctx: RouteContext, body: JsonObject): Partial<ApiQueueSett
   if (maxDeliveries !== undefined) settings.maxDeliveries = maxDeliveries;
   const delay = optionalInt(body, "delivery_delay", "", 0, limits.delaySecondsMax, "seconds");
   if (delay !== undefined) settings.deliveryDelay = delay;
+  const retention = optionalInt(body, "retention", "", limits.retentionSecondsMin, limits.retentionSecondsMax, "seconds");
+  if (retention !== undefined) settings.retentionSeconds = retention;
+  const paused = body["delivery_paused"];
+  if (paused !== undefined && paused !== null) {
+    if (typeof paused !== "boolean") {
+      throw new ApiError("invalid_argument", `delivery_paused must be true or false, got ${JSON.stringify(paused)}`, {
+        field: "delivery_paused",
+        bound: "true or false",
+      });
+    }
+    settings.deliveryPaused = paused;
+  }
   const dlq = body["dead_letter_queue"];
   if (dlq === null) settings.deadLetterQueue = null;
   else if (dlq !== undefined) settings.deadLetterQueue = resolveQueueRef(ctx.env, "dead_letter_queue", dlq);
@@ -127,6 +148,8 @@ export function queueJson(view: QueueView): Record<string, unknown> {
     delivery_delay: settings.deliveryDelay,
     dead_letter_queue: settings.deadLetterQueue,
     dead_letter_policy: view.deadLetterPolicy,
+    retention: settings.retentionSeconds,
+    delivery_paused: settings.deliveryPaused,
     create_time: formatMs(row.createMs),
     update_time: formatMs(row.updateMs),
   };

@@ -14,6 +14,10 @@ export interface QueueSettings {
   deliveryDelay?: number;
   /** A queue of the same environment, or null for the queue's own dead-letter set. */
   deadLetterQueue?: string | null;
+  /** Seconds a message is kept from when it entered the queue (60 to 1,209,600; default 345,600). */
+  retention?: number;
+  /** True: nothing is delivered (leases are refused, consumers wait); sends are still taken. */
+  deliveryPaused?: boolean;
 }
 
 export interface QueueCounts {
@@ -35,6 +39,8 @@ export interface Queue {
   deliveryDelay: number;
   deadLetterQueue: string | null;
   deadLetterPolicy: "set" | "queue" | "delete";
+  retention: number;
+  deliveryPaused: boolean;
   createTime: Date;
   updateTime: Date;
   /** Present on get, create and update; list leaves it out. */
@@ -109,6 +115,8 @@ export function settingsToJson(settings: QueueSettings): Json {
   if (settings.maxDeliveries !== undefined) out["max_deliveries"] = settings.maxDeliveries;
   if (settings.deliveryDelay !== undefined) out["delivery_delay"] = settings.deliveryDelay;
   if (settings.deadLetterQueue !== undefined) out["dead_letter_queue"] = settings.deadLetterQueue;
+  if (settings.retention !== undefined) out["retention"] = settings.retention;
+  if (settings.deliveryPaused !== undefined) out["delivery_paused"] = settings.deliveryPaused;
   return out;
 }
 
@@ -122,6 +130,8 @@ export function queueFromJson(q: Json): Queue {
     deliveryDelay: q["delivery_delay"] as number,
     deadLetterQueue: q["dead_letter_queue"] as string | null,
     deadLetterPolicy: q["dead_letter_policy"] as Queue["deadLetterPolicy"],
+    retention: q["retention"] as number,
+    deliveryPaused: q["delivery_paused"] as boolean,
     createTime: new Date(q["create_time"] as string),
     updateTime: new Date(q["update_time"] as string),
   };

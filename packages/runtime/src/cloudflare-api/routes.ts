@@ -1,5 +1,6 @@
 import { cloudflareConsumerRoutes } from "./queues/routes-consumers.ts";
 import { cloudflareMessageRoutes } from "./queues/routes-messages.ts";
+import { cloudflarePurgeRoutes } from "./queues/routes-purge.ts";
 import { cloudflareQueueRoutes } from "./queues/routes-queues.ts";
 import { accountRoutes } from "./routes-accounts.ts";
 import { workerRoutes } from "./routes-workers.ts";
@@ -14,5 +15,6 @@ export const cloudflareRoutes: readonly CloudflareRoute[] = [
   ...cloudflareQueueRoutes,
   ...cloudflareConsumerRoutes,
   ...cloudflareMessageRoutes,
+  ...cloudflarePurgeRoutes,
   ...workerRoutes,
 ];

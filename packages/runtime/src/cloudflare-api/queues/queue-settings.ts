@@ -12,11 +12,11 @@ export interface CloudflareQueueSettings {
 }
 
 export function queueSettingsOf(ctx: CloudflareContext, row: QueueRow, cell: QueueCell): CloudflareQueueSettings {
-  const view = ctx.deps.directory.view(row, cell);
+  const { settings } = ctx.deps.directory.view(row, cell);
   return {
-    delivery_delay: view.settings.deliveryDelay,
-    delivery_paused: false,
-    message_retention_period: limits.retentionSeconds,
+    delivery_delay: settings.deliveryDelay,
+    delivery_paused: settings.deliveryPaused,
+    message_retention_period: settings.retentionSeconds,
   };
 }
 
@@ -36,7 +36,7 @@ export function readQueueSettings(raw: unknown): Partial<CloudflareQueueSettings
     } else if (name === "delivery_delay") {
       out.delivery_delay = intIn("settings.delivery_delay", value, 0, limits.delaySecondsMax);
     } else {
-      out.message_retention_period = intIn("settings.message_retention_period", value, 60, 1_209_600);
+      out.message_retention_period = intIn("settings.message_retention_period", value, limits.retentionSecondsMin, limits.retentionSecondsMax);
     }
   }
   return out;
@@ -48,18 +48,19 @@ export function readQueueSettings(raw: unknown): Partial<CloudflareQueueSettings
  */
 export async function applyQueueSettings(ctx: CloudflareContext, row: QueueRow, cell: QueueCell, wanted: Partial<CloudflareQueueSettings>): Promise<void> {
   const current = queueSettingsOf(ctx, row, cell);
-  if (wanted.delivery_paused !== undefined && wanted.delivery_paused !== current.delivery_paused) {
-    throw invalid("settings.delivery_paused cannot be changed by this celld yet");
+  const { directory } = ctx.deps;
+  if (wanted.delivery_delay !== undefined && wanted.delivery_delay !== current.delivery_delay) {
+    if (row.settings === null) {
+      throw invalid(`settings.delivery_delay of ${row.queue} is its producers' delivery_delay in the Workers config; change it there`);
+    }
+    const patch: Partial<ApiQueueSettings> = { deliveryDelay: wanted.delivery_delay };
+    await directory.update(row.name, patch);
   }
-  if (wanted.message_retention_period !== undefined && wanted.message_retention_period !== current.message_retention_period) {
-    throw invalid(`settings.message_retention_period cannot be changed by this celld yet: it is ${limits.retentionSeconds} s`);
+  const retentionSeconds = wanted.message_retention_period;
+  const deliveryPaused = wanted.delivery_paused;
+  if (retentionSeconds !== undefined || deliveryPaused !== undefined) {
+    await directory.setDelivery(row.name, { retentionSeconds, deliveryPaused });
   }
-  if (wanted.delivery_delay === undefined || wanted.delivery_delay === current.delivery_delay) return;
-  if (row.settings === null) {
-    throw invalid(`settings.delivery_delay of ${row.queue} is its producers' delivery_delay in the Workers config; change it there`);
-  }
-  const patch: Partial<ApiQueueSettings> = { deliveryDelay: wanted.delivery_delay };
-  await ctx.deps.directory.update(row.name, patch);
 }
 
 function intIn(field: string, value: unknown, min: number, max: number): number {
