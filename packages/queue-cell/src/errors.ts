@@ -1,7 +1,8 @@
 /**
  * Operating errors of a cell: bad input, overload, a closed cell, a failed commit. Each has a
  * stable code; callers map codes to what their clients see (HTTP status, Cloudflare error text).
- * Broken invariants are not CellErrors: they are assertions and crash loudly.
+ * Broken invariants are not CellErrors: they are `node:assert` assertions and crash loudly (a
+ * LIMIT that is not a positive integer, a pack count below zero).
  */
 export type CellErrorCode =
   | "ERR_MESSAGE_TOO_LARGE"

@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import type { StoredPackList } from "./message-pack.ts";
 import { MessageState, type NewMessage } from "./store.ts";
 
@@ -248,9 +249,12 @@ export type LeasableFields = [
   pack: StoredPackList | null,
 ];
 
-/** A limit is written into the SQL text, so it must be a plain positive integer. */
+/**
+ * A limit is written into the SQL text, so it must be a plain positive integer. Every caller
+ * passes one of its own (a slice size, a checked lease size): anything else is a bug, asserted.
+ */
 function sqlLimit(limit: number): number {
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`a statement's LIMIT must be a positive integer, not ${limit}`);
+  assert(Number.isSafeInteger(limit) && limit >= 1, `a statement's LIMIT must be a positive integer, not ${limit}`);
   return limit;
 }
 

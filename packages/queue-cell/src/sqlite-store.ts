@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import Database from "better-sqlite3";
 import { CellError } from "./errors.ts";
 import {
@@ -380,7 +381,7 @@ export class SqliteCellStore implements CellStore {
       if (!live || held.size === 0) continue;
       if (held.size === list.length) {
         this.stmt.removePack.run(row.seq);
-        this.packs -= 1;
+        this.packLeft();
         this.leaveState(row, row.n);
         for (const id of held.values()) removed.set(id, row.lease_generation);
         continue;
@@ -493,12 +494,20 @@ export class SqliteCellStore implements CellStore {
     return this.nextSeq - 1;
   }
 
+  /** A pack row left the store (deleted, or unpacked into rows of one message). */
+  private packLeft(): void {
+    this.packs -= 1;
+    // The count is rebuilt from the file at open and kept beside the rows since: below zero, the
+    // two disagree, and lease and ack paths that skip packs would skip real ones.
+    assert(this.packs >= 0, "more packs left the store than it held");
+  }
+
   /** Counts out rows deleted in bulk; returns how many messages they held. */
   private removedRows(rows: ReadonlyArray<{ state: MessageState; n: number; bytes: number }>): number {
     let messages = 0;
     for (const row of rows) {
       this.bump(row.state, -row.n, -row.bytes);
-      if (row.n > 1) this.packs -= 1;
+      if (row.n > 1) this.packLeft();
       messages += row.n;
     }
     if (rows.length > 0) this.oldestBacklog = undefined;
@@ -531,7 +540,7 @@ export class SqliteCellStore implements CellStore {
       const [id, sentAt, contentType, attributes, bytes] = list[i]!;
       this.stmt.insertUnpacked.run(seq + i, id, row.state, row.due_at, row.deliveries, row.lease_generation, row.lease_owner, sentAt, row.enqueued_at, bytes, contentType, attributes, bodies[i]!);
     }
-    this.packs -= 1;
+    this.packLeft();
     return true;
   }
 
