@@ -112,6 +112,17 @@ describe("the dashboard in Chromium", () => {
     await page.locator('button[data-action="send"]').click();
     await expect.poll(() => page.getByTestId("notice").textContent()).toMatch(/^Sent message [0-9A-Z]{26}\.$/);
     await expect.poll(() => page.locator('td[data-col="ready"]').textContent(), { timeout: 10_000 }).toBe("1");
+
+    // Pause, resume, and purge the whole queue, each after its confirmation.
+    await page.locator('button[data-action="pause"]').click();
+    await expect.poll(() => page.locator('td[data-col="delivery"]').textContent()).toBe("paused");
+    const refused = await h.call("POST", `${jobs}:lease`, { key: admin, body: { max_messages: 1 } });
+    expect(refused.status).toBe(409);
+    await page.locator('button[data-action="resume"]').click();
+    await expect.poll(() => page.locator('td[data-col="delivery"]').textContent()).toBe("running");
+    await page.locator('button[data-action="purge-queue"]').click();
+    await expect.poll(() => page.getByTestId("notice").textContent()).toBe("Purged 1 message(s).");
+    expect(await page.locator('td[data-col="ready"]').textContent()).toBe("0");
     expect(problems).toEqual([]);
   });
 

@@ -58,6 +58,11 @@ export class Api {
     return this.call("POST", `/v1/${name}:purge`, { scope });
   }
 
+  /** Pauses (true) or resumes (false) delivery: consumers and leases take nothing while paused. */
+  setPaused(name, paused) {
+    return this.call("PATCH", `/v1/${name}`, { delivery_paused: paused });
+  }
+
   metrics() {
     return this.call("GET", "/metrics");
   }

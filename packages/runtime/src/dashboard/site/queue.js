@@ -62,9 +62,22 @@ export function QueuePage({ session, queue }) {
       <table data-testid="settings">
         <tr><th>origin</th><td>${info.origin}</td><th>max deliveries</th><td>${info.max_deliveries}</td>
           <th>visibility timeout</th><td>${info.visibility_timeout} s</td><th>delivery delay</th><td>${info.delivery_delay} s</td>
-          <th>dead letters go to</th><td>${info.dead_letter_policy === "queue" ? info.dead_letter_queue : info.dead_letter_policy === "delete" ? "nowhere (deleted)" : "its own set"}</td></tr>
+          <th>dead letters go to</th><td>${info.dead_letter_policy === "queue" ? info.dead_letter_queue : info.dead_letter_policy === "delete" ? "nowhere (deleted)" : "its own set"}</td>
+          <th>delivery</th><td data-col="delivery">${info.delivery_paused ? "paused" : "running"}</td></tr>
       </table>
     </section>
+    ${can("events:write") && html`<section>
+      <h2>Queue</h2>
+      <div class="actions">
+        ${info.delivery_paused
+          ? html`<button type="button" data-action="resume" onClick=${() =>
+              act(`Resume delivery of ${queue}?`, () => api.setPaused(name, false), () => "Delivery resumed.")}>Resume delivery</button>`
+          : html`<button type="button" data-action="pause" onClick=${() =>
+              act(`Pause delivery of ${queue}? Consumers and leases take nothing until it is resumed; sends still arrive.`, () => api.setPaused(name, true), () => "Delivery paused.")}>Pause delivery</button>`}
+        <button type="button" class="danger" data-action="purge-queue" onClick=${() =>
+          act(`Delete every message of ${queue}, leased ones and dead letters included? This cannot be undone.`, () => api.purge(name, "all"), (r) => `Purged ${r.purged} message(s).`)}>Purge queue</button>
+      </div>
+    </section>`}
     ${can("events:publish") && html`<${SendTest} onSend=${(data) =>
       act(`Send a test message to ${queue}?`, () => api.send(name, [testEvent(data)]), (r) => `Sent message ${r.message_ids[0]}.`)} />`}
     <section>
