@@ -1,35 +1,10 @@
 /**
- * workerd tells the host little when a handler throws. For queue() run through Fetcher.queue the
- * host learns only the outcome "exception"; for fetch() on the Worker's own socket, workerd logs
- * the message with its own native stack, not the script's. So that a Worker author sees the error
- * and its JavaScript stack in the host's log, the Worker's entry is wrapped: its module is
- * re-exported unchanged, and the default export's fetch, queue and scheduled handlers print a
- * thrown error (console.error, which workerd passes to the host's stderr) and rethrow it, so the
- * response, the outcome and the retries are what they would have been. workerd says nothing at
- * all of a scheduled() handler's error (it only fails the event's outcome), of a rejected
- * ctx.waitUntil() promise, of a promise rejection nobody handled (wrangler dev shows it as
- * "Uncaught (in promise)") or of what a timer's callback throws (callbackReportingSource); the
- * shim prints those too. For a consumer Worker, the shim also says at load when the default export
- * has no queue() handler, and for a Worker with cron triggers when it has no scheduled() handler
- * (see missingHandlerWarning).
+ * The module Worker's handler shim as the host puts it into a Worker: the generated entry (its few
+ * parameters) around module-shim.worker.ts, which says what the shim does and why; and the host's
+ * own warnings for a Worker whose config asks for a handler it does not have.
  */
-import { callbackReportingSource, cronOfSource, errorReportingSource } from "./error-description-source.ts";
 import { queueErrorWriter } from "./queue-error-record.ts";
-
-/**
- * The reports, and the timer functions replaced (callbackReportingSource), in a module the shim
- * imports before the Worker's: a module, or a library it bundles, that keeps setTimeout or
- * queueMicrotask as it is loaded (`const later = setTimeout`) keeps the replacement. As a data:
- * URL, as the writer is; StackPositions drops its frames as the shim's own.
- */
-const reportingModule = `data:text/javascript;base64,${Buffer.from(`// The Worker's console.error as it is at each report: a Worker that wraps it sees the reports.
-const say = (text) => console.error(text);
-${errorReportingSource}
-const apply = Reflect.apply;
-const target = globalThis;
-${callbackReportingSource}
-export { report, reportOnce, queueRecord };
-`).toString("base64")}`;
+import { moduleShimUrl } from "./worker-code-bundles.ts";
 
 /**
  * The named entrypoint a consumer's shim exports: its default export, wrapped, under a second
@@ -39,8 +14,10 @@ export { report, reportOnce, queueRecord };
 export const queueEntrypointName = "__celld_queue";
 
 /**
- * `consumer.token`: the Worker's queue-error token (QueueErrorMarks.issue). `uses`: the handlers
- * its config asks for (handlerUses), each warned of at load when the default export lacks it.
+ * The entry module of a shimmed module Worker: the Worker's module re-exported unchanged, its
+ * default export wrapped by module-shim.worker.ts. `consumer.token`: the Worker's queue-error token
+ * (QueueErrorMarks.issue). `uses`: the handlers its config asks for (handlerUses), each warned of at
+ * load when the default export lacks it. Only these parameters are generated here.
  */
 export function handlerErrorShim(
   mainPath: string,
@@ -48,161 +25,18 @@ export function handlerErrorShim(
   uses: readonly HandlerUse[] = [],
 ): string {
   const main = JSON.stringify(mainPath);
-  // The writer first: ES modules run in the order imported, so it holds the built-ins before the
-  // Worker's module can replace them.
+  // The writer first, then the shim: ES modules run in the order imported, so they hold the
+  // built-ins (and replace the timer functions) before the Worker's module can replace them.
   const writer = consumer === undefined ? "const writeRecord = undefined;" : `import writeRecord from ${JSON.stringify(queueErrorWriter(consumer.token))};`;
+  const queueExport = consumer === undefined || consumer.queues.length === 0 ? "" : `export { wrapped as ${queueEntrypointName} };\n`;
   return `${writer}
-import { report, reportOnce, queueRecord } from ${JSON.stringify(reportingModule)};
+import { hasHandler, watchUnhandledRejections, wrapDefault } from ${JSON.stringify(moduleShimUrl())};
 import * as user from ${main};
 export * from ${main};
-const original = user.default;
-// A queue() handler's error goes to the host as one line it reads (QueueErrorMarks in
-// queue-error-record.ts), written under the Worker's token by writeRecord, not as the report
-// itself: a consumer failing every batch would print it hundreds of times a second, and only the
-// host, on its own clock, can print the first and count the rest.
-// (A Worker the host runs as no consumer gets no writer; nothing calls its queue() handler.)
-const reportQueueError = (batch, about, error) => {
-  if (writeRecord === undefined) return report(\`\${about} threw\`, error);
-  writeRecord(queueRecord(batch, \`\${about} threw\`, error));
-};
-${cronOfSource}
-// A promise reported as unhandled may still be caught by the handler that made it (a fetch()
-// started, then awaited in a try after other work): workerd then fires "rejectionhandled". So
-// while a handler runs, a rejection is held, and printed when a handler settles only if nothing
-// caught it by then; only errors that escaped are reported. With no handler running (a timer's
-// callback after the response), nothing can still catch it: it is printed at once.
-const unhandled = new Map();
-let running = 0;
-addEventListener("unhandledrejection", (event) => {
-  if (running === 0) reportOnce("unhandled promise rejection", event.reason);
-  else unhandled.set(event.promise, event.reason);
-});
-addEventListener("rejectionhandled", (event) => void unhandled.delete(event.promise));
-const reportUnhandled = () => {
-  for (const [promise, reason] of unhandled) {
-    unhandled.delete(promise);
-    reportOnce("unhandled promise rejection", reason);
-  }
-};
-const what = {
-  fetch: (request) => {
-    try {
-      return \`fetch() handler for \${request.method} \${new URL(request.url).pathname}\`;
-    } catch {
-      return "fetch() handler";
-    }
-  },
-  queue: (batch) => \`queue() handler for "\${batch && batch.queue}"\`,
-  scheduled: (controller) => \`scheduled() handler\${cronOf(controller)}\`,
-};
-// workerd waits for a waitUntil() promise and drops its rejection unseen (it is not an unhandled
-// rejection: workerd handles it). The promise is watched, and still handed to workerd as it was.
-// A rejection is printed once the handler has settled, so that an error the handler also throws
-// is printed as the handler's. This runs for every request: it allocates one small object and the
-// one function workerd needs, no promise. (Reflect.set: a context that refused the property
-// would leave the Worker unwatched, not failing.)
-class Invocation {
-  constructor(h, arg) {
-    this.h = h;
-    this.arg = arg;
-    this.settled = false;
-    this.held = undefined;
-    running++;
-  }
-  about() {
-    return what[this.h](this.arg);
-  }
-  rejected(error) {
-    if (this.settled) reportOnce(\`a ctx.waitUntil() promise of the \${this.about()} rejected\`, error);
-    else (this.held ??= []).push(error);
-  }
-  settle() {
-    this.settled = true;
-    running--;
-    reportUnhandled();
-    if (this.held !== undefined) for (const error of this.held) this.rejected(error);
-  }
-}
-const watchWaitUntil = (ctx, invocation) => {
-  if (ctx === null || typeof ctx !== "object" || typeof ctx.waitUntil !== "function") return;
-  const waitUntil = ctx.waitUntil;
-  Reflect.set(ctx, "waitUntil", function (promise) {
-    Promise.resolve(promise).catch((error) => invocation.rejected(error));
-    return waitUntil.apply(this, arguments);
-  });
-};
-const handlers = Object.keys(what);
-// Whether the default export has handler h: on a class's prototype, or on an object.
-const has = (h) =>
-  typeof original === "function"
-    ? !!original.prototype && typeof original.prototype[h] === "function"
-    : original !== null && typeof original === "object" && typeof original[h] === "function";
-// A handler that reports what it throws; run(self, args) calls the author's handler. The context
-// is the handler's third argument, or a WorkerEntrypoint's this.ctx.
-const reporting = (h, run) =>
-  async function (...args) {
-    const invocation = new Invocation(h, args[0]);
-    watchWaitUntil(typeof original === "function" ? this.ctx : args[2], invocation);
-    try {
-      return await run(this, args);
-    } catch (error) {
-      if (h === "queue") reportQueueError(args[0], invocation.about(), error);
-      else report(\`\${invocation.about()} threw\`, error);
-      throw error;
-    } finally {
-      invocation.settle();
-    }
-  };
-let wrapped = original;
-if (typeof original === "function" && handlers.some(has)) {
-  // A class default export (WorkerEntrypoint): a subclass with the same name, whose instances
-  // are the author's class's own, private fields and all.
-  wrapped = class extends original {};
-  for (const h of handlers) {
-    if (!has(h)) continue;
-    Object.defineProperty(wrapped.prototype, h, {
-      configurable: true,
-      writable: true,
-      value: reporting(h, (self, args) => original.prototype[h].apply(self, args)),
-    });
-  }
-  Object.defineProperty(wrapped, "name", { value: original.name });
-  // V8 names a method's stack frame by its receiver's constructor property: the author's class, so
-  // that a frame reads "at Web.fetch", not "at wrapped.fetch" (and this.constructor is the author's).
-  Object.defineProperty(wrapped.prototype, "constructor", { value: original, writable: true, configurable: true });
-} else if (typeof original === "object" && handlers.some(has)) {
-  // workerd reads the handlers off the export and calls them on it. A copy of the object would
-  // lack a class instance's private fields, keep its getters' values from load time and hold
-  // state apart from the author's object; so workerd gets a view of the author's object, whose
-  // functions run on that object. The view's target is an empty object, not the author's, so
-  // that the handlers of a frozen object can be handed out wrapped.
-  // The functions handed out, made once for each function of the author's object (not at every
-  // read: workerd reads a handler off the export for every request).
-  const handedOut = new Map();
-  wrapped = new Proxy({}, {
-    getPrototypeOf: () => Object.getPrototypeOf(original),
-    has: (_, key) => key in original,
-    ownKeys: () => Reflect.ownKeys(original),
-    getOwnPropertyDescriptor(_, key) {
-      const own = Reflect.getOwnPropertyDescriptor(original, key);
-      // Not the target's own: reported as configurable, as a proxy must.
-      return own === undefined ? undefined : { ...own, configurable: true };
-    },
-    get(_, key) {
-      const value = original[key];
-      if (typeof value !== "function") return value;
-      let given = handedOut.get(key);
-      if (given === undefined || given.value !== value) {
-        const run = (_, args) => value.apply(original, args);
-        given = { value, fn: handlers.includes(key) ? reporting(key, run) : (...args) => value.apply(original, args) };
-        handedOut.set(key, given);
-      }
-      return given.fn;
-    },
-  });
-}
+watchUnhandledRejections();
+const wrapped = wrapDefault(user.default, writeRecord);
 export default wrapped;
-${consumer === undefined || consumer.queues.length === 0 ? "" : `export { wrapped as ${queueEntrypointName} };\n`}${uses.map(missingHandlerWarning).join("")}`;
+${queueExport}${uses.map(missingHandlerWarning).join("")}`;
 }
 
 /**
@@ -239,7 +73,7 @@ export function handlerUses(worker: string, queues: readonly string[], crons: re
 /** Said by the shim as the Worker's module is loaded, when the default export lacks the handler. */
 function missingHandlerWarning(use: HandlerUse): string {
   const text = `[celld] warning: Worker "${use.worker}" ${use.asks} but its default export has no ${use.handler}() handler: ${use.consequence}`;
-  return `if (!has(${JSON.stringify(use.handler)})) console.error(${JSON.stringify(text)});
+  return `if (!hasHandler(user.default, ${JSON.stringify(use.handler)})) console.error(${JSON.stringify(text)});
 `;
 }
 
