@@ -20,15 +20,17 @@ export interface WranglerResult {
  * (wrangler caches the account under ./node_modules/.cache) with its own config home, no metrics,
  * no update check and no TTY, so every confirmation takes its non-interactive answer.
  */
-export function wranglerAgainst(apiUrl: string, token: string, account: string | undefined) {
-  const cwd = mkdtempSync(join(tmpdir(), "celld-wrangler-"));
-  onTestFinished(() => rmSync(cwd, { recursive: true, force: true }));
-  return (args: readonly string[]): Promise<WranglerResult> =>
+export function wranglerAgainst(apiUrl: string, token: string, account: string | undefined, projectDir?: string) {
+  const home = mkdtempSync(join(tmpdir(), "celld-wrangler-"));
+  onTestFinished(() => rmSync(home, { recursive: true, force: true }));
+  // A project's directory (wrangler deploy reads its config there), else the home of its own.
+  const cwd = projectDir ?? home;
+  return (args: readonly string[], stdin?: string): Promise<WranglerResult> =>
     new Promise((resolve) => {
       const env: NodeJS.ProcessEnv = {
         PATH: process.env["PATH"],
-        HOME: cwd,
-        XDG_CONFIG_HOME: join(cwd, ".config"),
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, ".config"),
         CLOUDFLARE_API_BASE_URL: `${apiUrl}/client/v4`,
         CLOUDFLARE_API_TOKEN: token,
         WRANGLER_SEND_METRICS: "false",
@@ -38,9 +40,11 @@ export function wranglerAgainst(apiUrl: string, token: string, account: string |
         NO_COLOR: "1",
       };
       if (account !== undefined) env["CLOUDFLARE_ACCOUNT_ID"] = account;
-      execFile(process.execPath, [wranglerBin, ...args], { cwd, env, timeout: 45_000 }, (error, stdout, stderr) => {
+      const child = execFile(process.execPath, [wranglerBin, ...args], { cwd, env, timeout: 90_000 }, (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1;
         resolve({ code, stdout, stderr });
       });
+      // wrangler reads a secret's value from stdin when it is not a TTY.
+      child.stdin?.end(stdin ?? "");
     });
 }

@@ -73,6 +73,10 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
   --metrics-public    serve GET /metrics on the API port without a key (otherwise a key
                       with the scope metrics:read)
 
+       celld serve [--data DIR] [--port 8787] [--host 127.0.0.1] [--api-port 8788] [--api-host 127.0.0.1]
+                      run what was last deployed to DIR (default ./.celld; nothing on a new
+                      one) and take deploys from wrangler pointed at the API port's
+                      /client/v4 with a key of scope workers:write (docs/deploying.md)
        celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
        celld keys list [--all] [--data DIR] [-c FILE]
        celld keys revoke KEY_ID [--data DIR] [-c FILE]
@@ -86,7 +90,8 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
        celld --version     celld's version, and the workerd and Miniflare it runs Workers in
 
   scopes: events:publish (send), events:write (queues, lease, ack, nack, replay), events:read,
-          metrics:read (GET /metrics)`;
+          metrics:read (GET /metrics),
+          workers:write (deploy, versions, rollback, secrets, delete), workers:read`;
 
 /** wrangler's config file names, in the order it prefers them in one directory. */
 const configNames = ["wrangler.json", "wrangler.jsonc", "wrangler.toml"];
@@ -383,7 +388,7 @@ function negativeValuesJoined(args: readonly string[], options: NonNullable<Pars
   return out;
 }
 
-function port(flag: string, text: string): number {
+export function port(flag: string, text: string): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n > 65_535) throw new UsageError(`${flag} must be a port number from 0 to 65535, got "${text}"`);
   return n;

@@ -2,12 +2,14 @@ import { UsageError, parseDevArgs, parseKeysArgs, usage } from "./args.ts";
 import { closestKey } from "../config/closest-key.ts";
 import { d1, parseD1Args } from "./d1.ts";
 import { dev } from "./dev.ts";
+import { serve } from "./serve.ts";
+import { parseServeArgs } from "./serve-args.ts";
 import { exitStatus } from "./exit-status.ts";
 import { keys } from "./keys.ts";
 import { describeStartFailure, printFailureLines } from "./start-failure.ts";
 import { versionText } from "./version.ts";
 
-const commands = ["dev", "keys", "d1", "help", "version"];
+const commands = ["dev", "serve", "keys", "d1", "help", "version"];
 /** Asked for anywhere on the line, as most CLIs allow (`celld dev --help`). */
 const helpFlags = new Set(["--help", "-h"]);
 
@@ -20,6 +22,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "dev":
       return dev(parseDevArgs(rest, process.cwd(), process.env));
+    case "serve":
+      return serve(parseServeArgs(rest, process.cwd()));
     case "keys":
       return keys(parseKeysArgs(rest, process.cwd()));
     case "d1":

@@ -41,7 +41,18 @@ export const workerRoutes: CloudflareRoute[] = [
   { method: "DELETE", path: `${script}/secrets/{secret}`, scope: write, body: "none", handle: deleteSecret },
   { method: "GET", path: `${script}/references`, scope: read, body: "none", handle: references },
   { method: "GET", path: "/accounts/{account}/workers/tails/by-consumer/{script}", scope: read, body: "none", handle: async () => ({ result: [] }) },
+  { method: "GET", path: "/accounts/{account}/storage/kv/namespaces", scope: read, body: "none", handle: kvNamespaces },
 ];
+
+/**
+ * celld keeps no registry of KV namespaces: a binding's namespace id names its storage, made on
+ * first use. The list is empty, which is what `wrangler delete` reads it for (the Workers Sites
+ * namespaces it would remove with the Worker).
+ */
+async function kvNamespaces(ctx: CloudflareContext): Promise<CloudflareReply> {
+  service(ctx);
+  return { result: [], resultInfo: { page: 1, per_page: 100, count: 0, total_count: 0, total_pages: 0 } };
+}
 
 function service(ctx: CloudflareContext): DeployService {
   const workers = ctx.services.workers;

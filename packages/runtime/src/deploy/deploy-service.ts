@@ -12,6 +12,8 @@ import { versionWorker } from "./version-worker.ts";
  */
 export interface WorkersRuntime {
   run(workers: WorkerConfig[]): Promise<void>;
+  /** Throws a DeployError (invalid_upload) if these Workers could not start; runs nothing. */
+  check(workers: WorkerConfig[]): Promise<void>;
 }
 
 export interface UploadOptions {
@@ -70,17 +72,16 @@ export class DeployService {
       const { secrets, input } = this.newVersion(script, parsed, options.annotations);
       this.checkSecrets(script, secrets);
       const version = this.store.addVersion(script, input);
-      if (!options.deploy) {
-        this.store.putSecrets(script, secrets);
-        return { version, deployment: undefined, warnings: parsed.warnings };
-      }
       try {
-        await this.apply({ script, version, secrets });
+        // A version only uploaded is checked as it would run, so that it fails now, as on Cloudflare.
+        if (!options.deploy) await this.runtime.check(this.workersWith({ script, version, secrets }));
+        else await this.apply({ script, version, secrets });
       } catch (error) {
         this.store.discardVersion(script, version.id);
         throw error;
       }
       this.store.putSecrets(script, secrets);
+      if (!options.deploy) return { version, deployment: undefined, warnings: parsed.warnings };
       const deployment = this.store.deploy(script, version.id, { annotations: options.annotations });
       return { version, deployment, warnings: parsed.warnings };
     });

@@ -282,6 +282,7 @@ export class DeployStore {
   }
 
   putSecrets(script: string, values: Record<string, string>): void {
+    if (Object.keys(values).length === 0) return;
     this.writeSecrets(script, { ...this.secretValues(script), ...values });
   }
 

@@ -27,7 +27,8 @@ export interface FrontOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
-  router: WorkerRouter;
+  /** Undefined: no Worker is deployed (a new `celld serve`), and every request is answered 404. */
+  router: WorkerRouter | undefined;
   /** Where workerd serves each Worker, by name; replace with setUpstreams after a workerd restart. */
   upstreams: ReadonlyMap<string, Upstream>;
   connectionsMax: number;
@@ -57,6 +58,8 @@ export interface Front {
   readonly guard: ConnectionGuard;
   /** Points the Workers at new sockets (workerd restarted); an empty map answers 503 until set again. */
   setUpstreams(upstreams: ReadonlyMap<string, Upstream>): void;
+  /** Routes by another deployment's Workers (`celld serve` after a deploy); undefined: none deployed. */
+  setRouter(router: WorkerRouter | undefined): void;
   /** Stops listening, closes idle keep-alive connections, waits for open requests to end. */
   close(): Promise<void>;
 }
@@ -70,6 +73,7 @@ export const frontDefaults = {
 
 export async function startFront(options: FrontOptions): Promise<Front> {
   let upstreams = options.upstreams;
+  let router = options.router;
   // One pool for every Worker: Node keys its sockets by host:port, so each Worker gets its own.
   const agent = new Agent({ keepAlive: true, maxSockets: frontUpstreamSocketsMax, maxFreeSockets: frontUpstreamSocketsMax, scheduling: "lifo" });
   const stats: FrontStats = {
@@ -87,8 +91,9 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     }
     return `celld: the Worker "${worker}" could not be reached (${error.code ?? "connection failed"}); try again\n`;
   };
-  const choose = (req: IncomingMessage): { worker: string; upstream: Upstream | undefined } => {
-    const choice = options.router.route(req.headers.host, req.url ?? "/");
+  const choose = (req: IncomingMessage): { worker: string; upstream: Upstream | undefined } | undefined => {
+    if (router === undefined) return undefined;
+    const choice = router.route(req.headers.host, req.url ?? "/");
     stats.requests[choice.reason]++;
     return { worker: choice.worker, upstream: upstreams.get(choice.worker) };
   };
@@ -102,7 +107,9 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       connectionsCheckingInterval: 1_000,
     },
     (req: IncomingMessage, res: ServerResponse) => {
-      const { worker, upstream } = choose(req);
+      const chosen = choose(req);
+      if (chosen === undefined) return noneDeployed(res);
+      const { worker, upstream } = chosen;
       if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
       if (upstream === undefined) return notRunning(res, worker, stats);
       forwardRequest(req, res, upstream, agent, (error) => {
@@ -116,7 +123,12 @@ export async function startFront(options: FrontOptions): Promise<Front> {
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     upgraded.add(socket);
     socket.once("close", () => upgraded.delete(socket));
-    const { worker, upstream } = choose(req);
+    const chosen = choose(req);
+    if (chosen === undefined) {
+      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
+    const { worker, upstream } = chosen;
     if (upstream === undefined) {
       stats.unreachable++;
       socket.end("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
@@ -153,6 +165,9 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     setUpstreams(next) {
       upstreams = next;
     },
+    setRouter(next) {
+      router = next;
+    },
     close() {
       closing ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -175,6 +190,11 @@ export async function startFront(options: FrontOptions): Promise<Front> {
 function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, worker: string, tell: (request: FrontRequest) => void): void {
   const started = performance.now();
   res.once("finish", () => tell({ method: req.method ?? "", url: req.url ?? "", status: res.statusCode, durationMs: performance.now() - started, worker }));
+}
+
+function noneDeployed(res: ServerResponse): void {
+  res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
+  res.end("celld: no Worker is deployed here yet (wrangler deploy to the API port deploys one)\n");
 }
 
 function notRunning(res: ServerResponse, worker: string, stats: FrontStats): void {

@@ -12,6 +12,12 @@ export interface HostOptions {
   deployment: Deployment;
   /** Cells, KV, D1, R2 and Durable Object storage live here and survive restarts. */
   dataDir: string;
+  /**
+   * The cells' registry of a process that keeps it across starts of its Workers (`celld serve`,
+   * which holds the data directory's lock itself): the host neither locks the directory nor
+   * opens or closes the cells, so the API that serves the same cells never sees them closed.
+   */
+  registry?: CellRegistry;
   /** HTTP port of the first Worker; 0 picks a free one. */
   port?: number;
   host?: string;

@@ -19,6 +19,7 @@ import { ServiceWorkerConsole } from "../worker-code/service-worker-console.ts";
 import { openCellRegistry } from "./cell-registry-start.ts";
 import { claimDataDir } from "./data-dir-claim.ts";
 import { dataDirUnusable } from "./data-dir-lock.ts";
+import { checkPortFree } from "./port-check.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { Host, HostOptions } from "./host-options.ts";
 import { buildWorkerSet, type WorkerFacts, type WorkerSet } from "./worker-set.ts";
@@ -34,8 +35,13 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const log = options.log ?? consoleHostLog;
   const listenHost = options.host ?? "127.0.0.1";
   const listenPort = options.port ?? 8787;
-  const unlock = await claimDataDir(options.dataDir, listenHost, listenPort, log);
   const clock = options.clock ?? systemClock;
+  if (options.registry !== undefined) {
+    await checkPortFree(listenHost, listenPort);
+    const basics = { log, clock, registry: options.registry, ownsRegistry: false, unlock: () => undefined, listenHost, listenPort };
+    return new HostStart(options, basics).run();
+  }
+  const unlock = await claimDataDir(options.dataDir, listenHost, listenPort, log);
   let registry: CellRegistry;
   try {
     registry = openCellRegistry(options, options.deployment, clock, log);
@@ -43,13 +49,15 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw error;
   }
-  return new HostStart(options, { log, clock, registry, unlock, listenHost, listenPort }).run();
+  return new HostStart(options, { log, clock, registry, ownsRegistry: true, unlock, listenHost, listenPort }).run();
 }
 
 interface HostBasics {
   log: HostLog;
   clock: Clock;
   registry: CellRegistry;
+  /** False when the caller lent the registry (options.registry): it stays open after close. */
+  ownsRegistry: boolean;
   unlock: () => void;
   listenHost: string;
   listenPort: number;
@@ -242,7 +250,7 @@ class HostStart {
     this.failures.flush();
     this.guard?.stop();
     for (const plugin of this.plugins) await plugin.dispose();
-    await this.basics.registry.closeAll();
+    if (this.basics.ownsRegistry) await this.basics.registry.closeAll();
     this.basics.unlock();
   }
 
@@ -252,7 +260,7 @@ class HostStart {
     await this.runtime.dispose().catch(() => undefined);
     this.guard?.stop();
     for (const plugin of this.plugins) await plugin.dispose().catch(() => undefined);
-    await this.basics.registry.closeAll();
+    if (this.basics.ownsRegistry) await this.basics.registry.closeAll();
     this.basics.unlock();
   }
 }

@@ -1,0 +1,112 @@
+import { systemClock, type CellRegistry } from "@celld/queue-cell";
+import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
+import { DeployService } from "../deploy/deploy-service.ts";
+import { DeployStore } from "../deploy/deploy-store.ts";
+import { descriptorBudget } from "../front/descriptor-budget.ts";
+import { startFront, type Front } from "../front/front-server.ts";
+import { openCellRegistry } from "../host/cell-registry-start.ts";
+import { claimDataDir } from "../host/data-dir-claim.ts";
+import { consoleHostLog } from "../host/host-log.ts";
+import { readOpenFilesLimit } from "../host/open-files-limit.ts";
+import { ServeRuntime } from "../serve/serve-runtime.ts";
+import { exitStatus } from "./exit-status.ts";
+import type { ServeArgs } from "./serve-args.ts";
+
+/** How long in-flight batches may run, at a deploy or a stop, before they are handed back. */
+const graceMs = 10_000;
+const cellIdleCloseMs = 5 * 60_000;
+const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+/**
+ * `celld serve`: a long-lived host with no config. It runs what was last deployed to its data
+ * directory and takes deploys on the API port (/client/v4, as wrangler calls Cloudflare). The
+ * process holds the data directory, the cells, the API and `--port` for its whole life; a deploy
+ * replaces only the Workers (serve/serve-runtime.ts).
+ */
+export async function serve(args: ServeArgs): Promise<number> {
+  const log = consoleHostLog;
+  const unlock = await claimDataDir(args.dataDir, args.host, args.port, log);
+  const none = { workers: [], queues: [], warnings: [] };
+  let registry: CellRegistry;
+  try {
+    registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs }, none, systemClock, log);
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+  let keys: ApiKeyStore | undefined;
+  let front: Front | undefined;
+  let api: ApiServer | undefined;
+  let runtime: ServeRuntime | undefined;
+  const closeAll = async (): Promise<void> => {
+    await api?.close().catch((error: unknown) => log.error("the API did not close cleanly", error));
+    await runtime?.stop().catch((error: unknown) => log.error("the Workers did not stop cleanly", error));
+    await front?.close();
+    await registry.closeAll();
+    keys?.close();
+    unlock();
+  };
+  try {
+    keys = ApiKeyStore.open(args.dataDir);
+    const budget = descriptorBudget({ openFilesLimit: readOpenFilesLimit(), workers: 1, api: true });
+    front = await startFront({
+      host: args.host,
+      port: args.port,
+      router: undefined,
+      upstreams: new Map(),
+      connectionsMax: budget.workersConnectionsMax,
+      warn: (line) => log.warn(line),
+    });
+    runtime = new ServeRuntime({ dataDir: args.dataDir, registry, front, log, graceMs, cellIdleCloseMs, afterRun: () => takeSignals() });
+    const store = new DeployStore(args.dataDir);
+    const workers = new DeployService(store, runtime);
+    await workers.start();
+    api = await startApiServer({
+      registry,
+      keys,
+      dataDir: args.dataDir,
+      port: args.apiPort,
+      host: args.apiHost,
+      connectionsMax: budget.apiConnectionsMax,
+      cloudflareServices: { workers },
+      onInternalError: (error) => log.error("the API failed a request", error),
+      onStorageFailure: (line) => log.error(`the API refused calls: ${line}`),
+    });
+    const deployed = store.scripts();
+    log.info(`celld serve: data in ${args.dataDir}; ${deployed.length === 0 ? "nothing deployed yet" : `running ${deployed.join(", ")}`}`);
+    log.info(`Workers on ${front.url.href.replace(/\/$/, "")}; API on ${api.url} (wrangler: CLOUDFLARE_API_BASE_URL=${api.url}/client/v4)`);
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string): void => {
+      if (stopping) process.exit(128 + 2);
+      stopping = true;
+      log.info(`${signal}: stopping (in-flight batches get ${graceMs / 1000} s to finish)...`);
+      closeAll().then(
+        () => {
+          log.info("stopped");
+          resolve(exitStatus.ok);
+        },
+        (error: unknown) => {
+          log.error("shutdown failed", error);
+          resolve(exitStatus.failed);
+        },
+      );
+    };
+    for (const signal of stopSignals) listeners.set(signal, () => stop(signal));
+    takeSignals();
+  });
+}
+
+const listeners = new Map<(typeof stopSignals)[number], () => void>();
+let stopping = false;
+
+/** Miniflare adds an exit-at-once listener with each workerd it starts (each deploy): ours stay the only ones. */
+function takeSignals(): void {
+  for (const [signal, ours] of listeners) {
+    if (!process.listeners(signal).includes(ours)) process.on(signal, ours);
+    for (const listener of process.listeners(signal)) if (listener !== ours) process.removeListener(signal, listener);
+  }
+}
