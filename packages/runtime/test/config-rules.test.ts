@@ -233,11 +233,18 @@ describe("every error at once", () => {
 });
 
 describe("pull consumers", () => {
-  test("visibility_timeout_ms and type http_pull are refused, saying pull consumers are unsupported", () => {
-    const config = { name: "w", queues: { consumers: [{ queue: "q", type: "http_pull", visibility_timeout_ms: 30_000 }] } };
+  test("type http_pull with visibility_timeout_ms is accepted, in its bounds", () => {
+    const config = { name: "w", queues: { consumers: [{ queue: "q", type: "http_pull", visibility_timeout_ms: 43_200_000 }] } };
+    const deployment = parseDeployment(files(config), everyFileExists);
+    expect(deployment.workers[0]!.consumers[0]).toMatchObject({ queue: "q", type: "http_pull", visibilityTimeoutMs: 43_200_000 });
+  });
+
+  test("a type other than worker or http_pull, and a visibility_timeout_ms past 12 h, are refused at their paths", () => {
+    const config = { name: "w", queues: { consumers: [{ queue: "q", type: "push", visibility_timeout_ms: 43_200_001 }] } };
     const issues = issuesOf(() => parseDeployment(files(config), everyFileExists));
     expect(issues.map((i) => i.path)).toEqual(["queues.consumers[0].type", "queues.consumers[0].visibility_timeout_ms"]);
-    for (const issue of issues) expect(issue.message).toContain("pull consumers are not supported");
+    expect(issues[0]!.message).toContain('"worker" or "http_pull"');
+    expect(issues[1]!.message).toContain("43200000");
   });
 });
 

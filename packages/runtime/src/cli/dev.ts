@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { workersQueuesOf } from "../cloudflare-api/queues/workers-queues.ts";
 import { constants } from "node:os";
 import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
@@ -143,6 +144,7 @@ class DevSession {
       port: args.apiPort!,
       host: args.apiHost,
       workerQueues: { declared: () => this.deployment.queues },
+      cloudflareServices: { workersQueues: workersQueuesOf(() => this.deployment) },
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
       ...(metrics === undefined

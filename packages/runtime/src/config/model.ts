@@ -20,6 +20,10 @@ export interface ProducerConfig {
 
 export interface ConsumerConfig {
   queue: string;
+  /** `http_pull`: no Worker runs for it; it is pulled through the API port (Cloudflare's REST shape). */
+  type: "worker" | "http_pull";
+  /** A pull consumer's default lease length, ms. */
+  visibilityTimeoutMs: number | undefined;
   maxBatchSize: number;
   maxBatchTimeoutSeconds: number;
   maxRetries: number;
@@ -131,6 +135,8 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     })),
     consumers: queues.consumers.map((c) => ({
       queue: c.queue,
+      type: c.type ?? "worker",
+      visibilityTimeoutMs: c.visibility_timeout_ms,
       maxBatchSize: c.max_batch_size,
       maxBatchTimeoutSeconds: c.max_batch_timeout,
       maxRetries: c.max_retries,

@@ -78,10 +78,10 @@ const producer = table({
 
 const consumer = table({
   queue: queueName(),
+  // "http_pull": nothing runs for it; clients pull over the API port (Cloudflare's REST shape).
   type: z
-    .literal("worker", {
-      error: (issue) =>
-        `pull consumers are not supported by celld: only "worker" consumers are, got ${showValue(issue.input)}`,
+    .enum(["worker", "http_pull"], {
+      error: (issue) => `must be "worker" or "http_pull", got ${showValue(issue.input)}`,
     })
     .optional(),
   max_batch_size: intInRange(limits.maxBatchSizeMin, limits.maxBatchSizeMax).default(limits.maxBatchSizeDefault),
@@ -93,16 +93,11 @@ const consumer = table({
   dead_letter_queue: queueName().optional(),
   // Unset on Cloudflare means "autoscale up to the maximum".
   max_concurrency: intInRange(limits.maxConcurrencyMin, limits.maxConcurrencyMax).default(limits.maxConcurrencyMax),
-  // Named so that setting it is an error, not an "unknown key" warning: it only means something
-  // to a pull consumer, and a config that relies on one would silently never be consumed.
-  visibility_timeout_ms: z.unknown().superRefine((value, ctx) => {
-    if (value === undefined) return;
-    ctx.addIssue({
-      code: "custom",
-      input: value,
-      message: "pull consumers are not supported by celld (visibility_timeout_ms only applies to them); remove the key",
-    });
-  }),
+  // A pull consumer's lease length when a pull names none (Cloudflare: at most 12 h).
+  visibility_timeout_ms: intInRange(
+    limits.visibilityTimeoutSecondsMin * 1000,
+    limits.visibilityTimeoutSecondsMax * 1000,
+  ).optional(),
 });
 
 // Parsed here, so that an expression Cloudflare would refuse is an error at its own path.

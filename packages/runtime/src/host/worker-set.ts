@@ -58,7 +58,7 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
       serviceWorkerScripts = true;
       input.facts.consumerKinds.set(worker.name, "service-worker");
     }
-    if (worker.assets !== undefined && worker.consumers.length > 0 && bundle.exports.includes(queueEntrypointName)) {
+    if (worker.assets !== undefined && worker.consumers.some((c) => c.type === "worker") && bundle.exports.includes(queueEntrypointName)) {
       input.facts.queueEntrypoints.set(worker.name, queueEntrypointName);
     }
     const own = workerOptions(servedAssets(worker, bundle, input.warn), bundle, input.warn, absent);
@@ -84,7 +84,7 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
  * into the router, which has no queue(): such a Worker runs without its assets, and says so.
  */
 function servedAssets(worker: WorkerConfig, bundle: WorkerBundle, warn: (message: string) => void): WorkerConfig {
-  if (worker.assets === undefined || worker.consumers.length === 0 || bundle.modules) return worker;
+  if (worker.assets === undefined || !worker.consumers.some((c) => c.type === "worker") || bundle.modules) return worker;
   const loses = worker.assets.binding === undefined ? "" : ` (and env.${worker.assets.binding} is undefined)`;
   warn(
     `${worker.configPath}: assets: are not served${loses}: Worker "${worker.name}" consumes queues and is a ` +
@@ -106,7 +106,7 @@ async function bundleFor(
   built: WorkerBundle | undefined,
 ): Promise<WorkerBundle> {
   const plain = built ?? (await bundleWorker(worker));
-  const queues = worker.consumers.map((c) => c.queue);
+  const queues = worker.consumers.filter((c) => c.type === "worker").map((c) => c.queue);
   const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
   const uses = handlerUses(worker.name, queues, worker.crons);
   if (!plain.exports.includes("default")) {

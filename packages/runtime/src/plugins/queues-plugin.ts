@@ -71,7 +71,7 @@ export class QueuesPlugin implements HostPlugin {
   private readonly unopened = new Set<string>();
 
   constructor(private readonly options: QueuesPluginOptions) {
-    this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.length > 0).map((w) => w.name));
+    this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.some((c) => c.type === "worker")).map((w) => w.name));
     this.producerStorageLog = new StorageFailureLog(options.clock, (line) =>
       options.log.error(`a Worker's send was refused: ${line}`),
     );
@@ -99,6 +99,8 @@ export class QueuesPlugin implements HostPlugin {
             { deadLetter: { kind: "set" } }
           : {
               maxDeliveries: consumer.maxRetries + 1,
+              // A pull consumer's lease length, in the cell's whole seconds (rounded up).
+              ...(consumer.visibilityTimeoutMs === undefined ? {} : { visibilityTimeoutSeconds: Math.ceil(consumer.visibilityTimeoutMs / 1000) }),
               deadLetter:
                 consumer.deadLetterQueue === undefined
                   ? { kind: "delete" }
@@ -169,7 +171,8 @@ export class QueuesPlugin implements HostPlugin {
     const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
-        if (this.unopened.has(consumer.queue)) continue;
+        // An http_pull consumer is its clients' pulls through the API: nothing runs here for it.
+        if (this.unopened.has(consumer.queue) || consumer.type === "http_pull") continue;
         // The dispatcher keeps this cell object for good: neither the idle sweep nor the bound on
         // open cells may close it under it (a pause between leases leaves it looking idle).
         this.holds.push(registry.hold(consumer.queue));
