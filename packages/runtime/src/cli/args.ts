@@ -227,47 +227,8 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     allowPositionals: false,
   });
   const environment = environmentName(values.env, processEnv);
-  // Kept as the user typed them, so errors name files the way the user did; they are relative
-  // to the working directory the CLI runs in.
-  let configs = values.config ?? [];
-  const warnings: string[] = [];
-  // The deployment rules would see two Workers with one name and one queue consumed twice, and
-  // report both, for what is one slip on the command line.
-  const seen = new Map<string, string>();
-  for (const config of configs) {
-    const earlier = seen.get(resolve(cwd, config));
-    if (earlier !== undefined) {
-      throw new UsageError(`-c ${config} names the same file as -c ${earlier}; each config file is one Worker, so give it once`);
-    }
-    seen.set(resolve(cwd, config), config);
-  }
-  if (configs.length === 0) {
-    const found = findConfig(cwd);
-    if (found === undefined) {
-      throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd} or a parent directory; pass -c FILE`);
-    }
-    configs = [found.path];
-    if (found.passedOver.length > 0) {
-      warnings.push(
-        `${dirname(resolve(cwd, found.path))} has ${[basename(found.path), ...found.passedOver].join(", ")}: ` +
-          `using ${basename(found.path)} and ignoring ${found.passedOver.join(", ")}, as wrangler would ` +
-          `(it prefers ${configNames.join(", then ")}); pass -c to choose`,
-      );
-    }
-  }
-  const workersPort = port("--port", values.port ?? "8787");
-  const apiPort = values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]);
-  // Each port alone would pass the check before start; the second listener would then fail.
-  if (apiPort !== undefined && apiPort !== 0 && apiPort === workersPort) {
-    throw new UsageError(`--api-port must differ from --port (both ${apiPort}): the Workers and the queues API each need a port of their own`);
-  }
-  const inspectorPort = values["inspector-port"] === undefined ? undefined : port("--inspector-port", values["inspector-port"]);
-  if (inspectorPort !== undefined && inspectorPort !== 0) {
-    const taken = inspectorPort === workersPort ? "--port" : inspectorPort === apiPort ? "--api-port" : undefined;
-    if (taken !== undefined) {
-      throw new UsageError(`--inspector-port must differ from ${taken} (both ${inspectorPort}): the inspector needs a port of its own`);
-    }
-  }
+  const { configs, warnings } = devConfigs(values.config ?? [], cwd);
+  const { workersPort, apiPort, inspectorPort } = devPorts(values);
   const logFormat = values["log-format"] ?? "text";
   if (!(logFormats as readonly string[]).includes(logFormat)) {
     throw new UsageError(`--log-format must be ${logFormats.join(" or ")}, got "${logFormat}"`);
@@ -291,6 +252,58 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     logFormat: logFormat as LogFormat,
     metricsPublic: values["metrics-public"] ?? false,
   };
+}
+
+/**
+ * The configs of `celld dev`: `-c` as the user typed them (so errors name files the way the user
+ * did, relative to the working directory), or the one found as wrangler finds it.
+ */
+function devConfigs(given: string[], cwd: string): { configs: string[]; warnings: string[] } {
+  const warnings: string[] = [];
+  // The deployment rules would see two Workers with one name and one queue consumed twice, and
+  // report both, for what is one slip on the command line.
+  const seen = new Map<string, string>();
+  for (const config of given) {
+    const earlier = seen.get(resolve(cwd, config));
+    if (earlier !== undefined) {
+      throw new UsageError(`-c ${config} names the same file as -c ${earlier}; each config file is one Worker, so give it once`);
+    }
+    seen.set(resolve(cwd, config), config);
+  }
+  if (given.length > 0) return { configs: given, warnings };
+  const found = findConfig(cwd);
+  if (found === undefined) {
+    throw new UsageError(`no config given and none of ${configNames.join(", ")} in ${cwd} or a parent directory; pass -c FILE`);
+  }
+  if (found.passedOver.length > 0) {
+    warnings.push(
+      `${dirname(resolve(cwd, found.path))} has ${[basename(found.path), ...found.passedOver].join(", ")}: ` +
+        `using ${basename(found.path)} and ignoring ${found.passedOver.join(", ")}, as wrangler would ` +
+        `(it prefers ${configNames.join(", then ")}); pass -c to choose`,
+    );
+  }
+  return { configs: [found.path], warnings };
+}
+
+/** The ports of `celld dev`, each checked apart from the others: a second listener would fail at start. */
+function devPorts(values: { port?: string; "api-port"?: string; "inspector-port"?: string }): {
+  workersPort: number;
+  apiPort: number | undefined;
+  inspectorPort: number | undefined;
+} {
+  const workersPort = port("--port", values.port ?? "8787");
+  const apiPort = values["api-port"] === undefined ? undefined : port("--api-port", values["api-port"]);
+  if (apiPort !== undefined && apiPort !== 0 && apiPort === workersPort) {
+    throw new UsageError(`--api-port must differ from --port (both ${apiPort}): the Workers and the queues API each need a port of their own`);
+  }
+  const inspectorPort = values["inspector-port"] === undefined ? undefined : port("--inspector-port", values["inspector-port"]);
+  if (inspectorPort !== undefined && inspectorPort !== 0) {
+    const taken = inspectorPort === workersPort ? "--port" : inspectorPort === apiPort ? "--api-port" : undefined;
+    if (taken !== undefined) {
+      throw new UsageError(`--inspector-port must differ from ${taken} (both ${inspectorPort}): the inspector needs a port of its own`);
+    }
+  }
+  return { workersPort, apiPort, inspectorPort };
 }
 
 /** wrangler 4's variable for the environment; `--env` wins over it, as in wrangler. */

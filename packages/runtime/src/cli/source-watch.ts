@@ -38,92 +38,114 @@ export function watchSources(
   changed: (paths: string[]) => void,
   options: { settleMs?: number; trees?: readonly string[] } = {},
 ): SourceWatch {
-  const settleMs = options.settleMs ?? sourceWatchSettleMsDefault;
-  let seen = new Map<string, Seen | undefined>();
-  const directories = new Map<string, { names: Set<string>; watcher: FSWatcher | undefined }>();
-  // Directories watched whole (a Worker's assets): any file added, removed or written in them.
-  const trees = new Map<string, FSWatcher | undefined>();
-  const treesTouched = new Set<string>();
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
+  const watch = new SourceWatcher(changed, options.settleMs ?? sourceWatchSettleMsDefault);
+  watch.update(paths, options.trees);
+  return watch;
+}
 
-  const settle = (): void => {
-    timer = undefined;
-    if (closed) return;
-    const now: string[] = [];
-    for (const [path, before] of seen) {
-      const after = look(path);
-      if (!same(before, after)) {
-        seen.set(path, after);
-        now.push(path);
-      }
-    }
-    for (const tree of treesTouched) if (trees.has(tree)) now.push(tree);
-    treesTouched.clear();
-    if (now.length > 0) changed(now);
-  };
-  const touched = (): void => {
-    if (timer !== undefined) clearTimeout(timer);
-    timer = setTimeout(settle, settleMs);
-  };
-  const watchDirectory = (directory: string, names: Set<string>): FSWatcher | undefined =>
-    watchOrNot(directory, false, (name) => {
-      // Some platforms give no name; then any file of the directory may have changed.
-      if (name === null || names.has(name)) touched();
-    });
-  const watchTree = (tree: string): FSWatcher | undefined =>
-    watchOrNot(tree, true, () => {
-      treesTouched.add(tree);
-      touched();
-    });
-  const update = (next: readonly string[], nextTrees: readonly string[] = []): void => {
-    if (closed) return;
+/** The state of one watch: what each file was when last looked at, and the watchers held. */
+class SourceWatcher implements SourceWatch {
+  private seen = new Map<string, Seen | undefined>();
+  private readonly directories = new Map<string, { names: Set<string>; watcher: FSWatcher | undefined }>();
+  /** Directories watched whole (a Worker's assets): any file added, removed or written in them. */
+  private readonly trees = new Map<string, FSWatcher | undefined>();
+  private readonly treesTouched = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly changed: (paths: string[]) => void,
+    private readonly settleMs: number,
+  ) {}
+
+  update(next: readonly string[], nextTrees: readonly string[] = []): void {
+    if (this.closed) return;
+    this.updateTrees(nextTrees);
+    const nextSeen = new Map<string, Seen | undefined>();
+    for (const path of next.map((p) => resolve(p))) nextSeen.set(path, this.seen.has(path) ? this.seen.get(path) : look(path));
+    this.seen = nextSeen;
+    this.updateDirectories();
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    for (const { watcher } of this.directories.values()) watcher?.close();
+    for (const watcher of this.trees.values()) watcher?.close();
+    this.directories.clear();
+    this.trees.clear();
+  }
+
+  private updateTrees(nextTrees: readonly string[]): void {
     const wantedTrees = new Set(nextTrees.map((tree) => resolve(tree)));
-    for (const [tree, watcher] of trees) {
+    for (const [tree, watcher] of this.trees) {
       if (!wantedTrees.has(tree)) {
         watcher?.close();
-        trees.delete(tree);
+        this.trees.delete(tree);
       }
     }
-    for (const tree of wantedTrees) if (!trees.has(tree)) trees.set(tree, watchTree(tree));
-    const nextSeen = new Map<string, Seen | undefined>();
-    for (const path of next.map((p) => resolve(p))) nextSeen.set(path, seen.has(path) ? seen.get(path) : look(path));
-    seen = nextSeen;
+    for (const tree of wantedTrees) {
+      if (this.trees.has(tree)) continue;
+      this.trees.set(
+        tree,
+        watchOrNot(tree, true, () => {
+          this.treesTouched.add(tree);
+          this.touched();
+        }),
+      );
+    }
+  }
+
+  /** One watcher for each directory holding a watched file. */
+  private updateDirectories(): void {
     const wanted = new Map<string, Set<string>>();
-    for (const path of seen.keys()) {
+    for (const path of this.seen.keys()) {
       const names = wanted.get(dirname(path)) ?? new Set<string>();
       names.add(basename(path));
       wanted.set(dirname(path), names);
     }
-    for (const [directory, entry] of directories) {
+    for (const [directory, entry] of this.directories) {
       if (!wanted.has(directory)) {
         entry.watcher?.close();
-        directories.delete(directory);
+        this.directories.delete(directory);
       }
     }
     for (const [directory, names] of wanted) {
-      const entry = directories.get(directory);
+      const entry = this.directories.get(directory);
       if (entry === undefined) {
-        directories.set(directory, { names, watcher: watchDirectory(directory, names) });
+        const watcher = watchOrNot(directory, false, (name) => {
+          // Some platforms give no name; then any file of the directory may have changed.
+          if (name === null || names.has(name)) this.touched();
+        });
+        this.directories.set(directory, { names, watcher });
       } else {
         // The watcher's callback reads this set: new names are seen without a new watcher.
         entry.names.clear();
         for (const name of names) entry.names.add(name);
       }
     }
-  };
-  update(paths, options.trees);
-  return {
-    update,
-    close() {
-      closed = true;
-      if (timer !== undefined) clearTimeout(timer);
-      for (const { watcher } of directories.values()) watcher?.close();
-      for (const watcher of trees.values()) watcher?.close();
-      directories.clear();
-      trees.clear();
-    },
-  };
+  }
+
+  private touched(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.settle(), this.settleMs);
+  }
+
+  private settle(): void {
+    this.timer = undefined;
+    if (this.closed) return;
+    const now: string[] = [];
+    for (const [path, before] of this.seen) {
+      const after = look(path);
+      if (!same(before, after)) {
+        this.seen.set(path, after);
+        now.push(path);
+      }
+    }
+    for (const tree of this.treesTouched) if (this.trees.has(tree)) now.push(tree);
+    this.treesTouched.clear();
+    if (now.length > 0) this.changed(now);
+  }
 }
 
 /**
