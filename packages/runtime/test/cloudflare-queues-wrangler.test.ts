@@ -73,6 +73,30 @@ describe("wrangler queues against celld", () => {
     expect(info.stdout).toMatch(/Number of Consumers: 0/);
   });
 
+  it("update --message-retention-period-secs, pause-delivery, resume-delivery, purge --force", { timeout: 300_000 }, async () => {
+    const api = await apiHarness();
+    const wrangler = wranglerAgainst(api.server.url, api.defaultKey, "acme");
+    expect((await wrangler(["queues", "create", "mail", "--message-retention-period-secs", "7200"])).code).toBe(0);
+    expect((await api.call("GET", api.queuePath("mail"))).json.retention).toBe(7200);
+    const retention = await wrangler(["queues", "update", "mail", "--message-retention-period-secs", "3600"]);
+    expect(retention.stdout).toContain("Updated queue mail");
+    expect((await api.call("GET", api.queuePath("mail"))).json.retention).toBe(3600);
+
+    const pause = await wrangler(["queues", "pause-delivery", "mail"]);
+    expect(pause.stdout).toContain("Paused message delivery for queue mail");
+    expect((await api.call("GET", api.queuePath("mail"))).json).toMatchObject({ delivery_paused: true, retention: 3600 });
+    const resume = await wrangler(["queues", "resume-delivery", "mail"]);
+    expect(resume.stdout).toContain("Resumed message delivery for queue mail");
+    expect((await api.call("GET", api.queuePath("mail"))).json.delivery_paused).toBe(false);
+
+    await api.call("POST", `${api.queuePath("mail")}:send`, { body: { events: [{ specversion: "1.0", id: "1", source: "/t", type: "t" }] } });
+    expect((await api.call("GET", api.queuePath("mail"))).json.counts.ready).toBe(1);
+    const purge = await wrangler(["queues", "purge", "mail", "--force"]);
+    expect(purge.code).toBe(0);
+    expect(purge.stdout).toContain("Purged Queue 'mail'");
+    expect((await api.call("GET", api.queuePath("mail"))).json.counts.ready).toBe(0);
+  });
+
   it("refuses a key without events:write (9109) and changes nothing", { timeout: 120_000 }, async () => {
     const api = await apiHarness();
     const wrangler = wranglerAgainst(api.server.url, api.key(["events:read"]), "acme");
