@@ -2,8 +2,10 @@ import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
+import { CellRegistry } from "../packages/queue-cell/src/index.ts";
+import { readProcess } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 import { celld, run, waitFor } from "./cli-harness.ts";
-import { project, type Project } from "./host-harness.ts";
+import { childProcessesOf, project, type Project } from "./host-harness.ts";
 
 const projects: Project[] = [];
 afterEach(() => projects.splice(0).forEach((p) => p.remove()));
@@ -129,3 +131,79 @@ test.runIf(process.env.CELLD_SLOW === "1")("a second SIGINT during a cron run sa
       "cron runs still going are cut off, not run again\n",
   );
 }, 90_000);
+
+/**
+ * A Worker consuming `queues` with a queue() handler that logs and runs for ten minutes, each queue
+ * already holding one message: `celld dev` starts delivering at once.
+ */
+async function runningBatchesProject(queues: string[]): Promise<Project> {
+  const p = project();
+  projects.push(p);
+  const consumers = queues.map((q) => `[[queues.consumers]]\nqueue = "${q}"\nmax_batch_size = 1\nmax_batch_timeout = 0\n`);
+  p.write({
+    "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n${consumers.join("")}`,
+    "worker.js": `export default {
+  async fetch() { return new Response("ok"); },
+  async queue(batch) {
+    console.log("handling " + batch.queue + " attempt " + batch.messages[0].attempts);
+    await new Promise((r) => setTimeout(r, 600000));
+  },
+};`,
+  });
+  const registry = new CellRegistry({ dataDir: p.dataDir });
+  for (const queue of queues) await (await registry.open(queue)).send([{ body: new TextEncoder().encode("{}"), contentType: "json" }]);
+  await registry.closeAll();
+  return p;
+}
+
+/** Each queue's message, waiting again and not counted: its next delivery is its first. */
+async function expectHandedBackUncounted(dataDir: string, queues: string[]): Promise<void> {
+  const registry = new CellRegistry({ dataDir });
+  try {
+    for (const queue of queues) {
+      const leased = await (await registry.open(queue)).lease({ max: 10, visibilityTimeoutSeconds: 30 });
+      expect(leased.map((m) => m.deliveries), queue).toEqual([1]);
+    }
+  } finally {
+    await registry.closeAll();
+  }
+}
+
+test("a Ctrl-C while the consumers start, with the first batches running, stops in order and hands them back uncounted", async () => {
+  // Many queues: setting up each consumer's cell takes a moment, and the first batches run meanwhile.
+  const queues = Array.from({ length: 20 }, (_, i) => `q${i}`);
+  const p = await runningBatchesProject(queues);
+  const r = run(["dev", "--port", "0"], p.dir, { detached: true });
+  await waitFor(r, /handling q\d+ attempt 1/);
+  r.killGroup("SIGINT");
+  expect(await r.exited).toBe(0);
+  const output = r.output();
+  expect(output).toContain("SIGINT: stopping");
+  for (const [, queue] of output.matchAll(/handling (q\d+) attempt 1/g)) {
+    expect(output).toMatch(new RegExp(`queue "${queue}": 1 message\\(s\\) (in flight|still in queue\\(\\) handlers) at shutdown handed back`));
+  }
+  await expectHandedBackUncounted(p.dataDir, queues);
+});
+
+test.runIf(process.platform === "linux")(
+  "a Ctrl-C on a busy machine, workerd's end seen before celld's own SIGINT, is still a Ctrl-C: status 0, the batch handed back uncounted",
+  async () => {
+    const p = await runningBatchesProject(["jobs"]);
+    const r = run(["dev", "--port", "0"], p.dir, { detached: true });
+    await waitFor(r, /handling jobs attempt 1/);
+    const workerd = childProcessesOf(r.pid).filter((c) => c.name.startsWith("workerd"));
+    expect(workerd.length).toBeGreaterThan(0);
+    // celld gets no CPU until workerd has ended of the same Ctrl-C: it then finds both at once.
+    process.kill(r.pid, "SIGSTOP");
+    r.killGroup("SIGINT");
+    const end = Date.now() + 10_000;
+    const alive = (pid: number): boolean => !["Z", undefined].includes(readProcess(pid)?.state);
+    while (workerd.some((c) => alive(c.pid)) && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 20));
+    process.kill(r.pid, "SIGCONT");
+    expect(await r.exited).toBe(0);
+    const output = r.output();
+    expect(output).not.toContain("exited unexpectedly");
+    expect(output).toMatch(/queue "jobs": 1 message\(s\) (in flight|still in queue\(\) handlers) at shutdown handed back/);
+    await expectHandedBackUncounted(p.dataDir, ["jobs"]);
+  },
+);

@@ -74,6 +74,8 @@ class DevSession {
   private lastSources: readonly string[] = [];
   /** Set once the stop exists (stage "take the signals"); until then a call does nothing. */
   private stop: (reason: string, exitCode?: number) => void = () => undefined;
+  /** A stop signal that came once the Workers had started, before the stop existed. */
+  private signalled: StopSignal | undefined;
 
   constructor(private readonly args: DevArgs) {
     this.port = args.port;
@@ -100,6 +102,9 @@ class DevSession {
     // only fail as a stack trace.
     if (args.apiPort !== undefined) await checkPortFree(args.apiHost, args.apiPort, "--api-port");
     if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
+    // The stop signals are celld's before the Workers start, so before any batch can run.
+    for (const signal of stopSignals) ourSignalListeners.set(signal, () => this.signalledEarly(signal));
+    takeSignals();
     // A start that fails goes to main's report (start-failure.ts), as one line where it can.
     const host = await this.startHost();
     this.port = Number(host.url.port);
@@ -109,6 +114,8 @@ class DevSession {
       if (failed !== undefined) return failed;
     }
     const stopped = this.takeStop();
+    // A stop already under way needs no banner and no watch.
+    if (this.stopping) return stopped;
     // Only once the signals are ours: a supervisor may signal as soon as it reads this.
     this.printBanner(host, this.api);
     if (args.watch) this.startWatch();
@@ -126,6 +133,7 @@ class DevSession {
       cellIdleCloseMs,
       triggerHandlers: this.args.testScheduled,
       inspectorPort: this.inspectorPort,
+      callerHandlesStopSignals: true,
       // workerd cannot exit unexpectedly before startHost returns, and stop exists by then.
       onRuntimeExit: () => {
         if (!this.stopping) this.stop("workerd exited too often", exitStatus.failed);
@@ -189,6 +197,17 @@ class DevSession {
     }
   }
 
+  /**
+   * A stop signal before the stop exists. While the Workers start nothing has run, and it exits at
+   * once, as Miniflare's own listener did; once they have started (the consumers too), it is kept
+   * for the stop, and a second exits at once.
+   */
+  private signalledEarly(signal: StopSignal): void {
+    if (this.host === undefined) exitWhileStarting(signal, this.log);
+    if (this.signalled !== undefined) exitAtOnce(signal, this.deployment, this.log);
+    this.signalled = signal;
+  }
+
   private stopForOutput(): void {
     if (!this.stopping && this.outputClosed !== undefined) this.stop(this.outputClosed, exitStatus.failed);
   }
@@ -204,6 +223,7 @@ class DevSession {
       this.stopForOutput();
       for (const signal of stopSignals) ourSignalListeners.set(signal, () => this.stop(signal));
       takeSignals();
+      if (this.signalled !== undefined && !this.stopping) this.stop(this.signalled);
       watchNpmParent(() => {
         if (!this.stopping) this.stop("the npm script that started celld has ended");
       });
@@ -212,12 +232,7 @@ class DevSession {
 
   private stopOnce(reason: string, exitCode: number, resolve: (code: number) => void): void {
     const { log } = this;
-    if (this.stopping) {
-      const cutOff = hasCrons(this.deployment) ? "; cron runs still going are cut off, not run again" : "";
-      log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
-      // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
-      process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
-    }
+    if (this.stopping) exitAtOnce(reason, this.deployment, log);
     this.stopping = true;
     this.watch?.close();
     log.info(`${reason}: stopping (${inFlightGrace(this.deployment)})...`);
@@ -303,7 +318,8 @@ class DevSession {
       log.warn("no Worker runs until a watched file changes again");
       return;
     }
-    takeSignals();
+    // A stop asked for while they started closes them next.
+    if (this.stopping) return;
     this.lastSources = host.sources;
     if (this.apiKeys !== undefined) {
       try {
@@ -363,22 +379,37 @@ function inFlightGrace(deployment: Deployment): string {
 }
 
 const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
-const ourSignalListeners = new Map<(typeof stopSignals)[number], () => void>();
+type StopSignal = (typeof stopSignals)[number];
+const ourSignalListeners = new Map<StopSignal, () => void>();
 
 /**
- * Makes celld's stop the only listener of the stop signals. Miniflare's exit hook exits the
- * process on SIGINT and SIGTERM at once, before a graceful stop could run, and adds itself again
- * with each Miniflare started after the last was disposed (a restart); its "exit" hook stays and
- * still stops workerd if we exit abruptly. Ours is added before Miniflare's are removed: with none
- * left for a moment, Node stops watching the signal and starts again, and a signal arriving just
- * then was seen to be lost (celld ran on after a supervisor's SIGTERM). SIGHUP too: a hangup (the
- * terminal it ran in closed) would otherwise end celld at once, as a crash.
+ * Makes celld's listeners the only ones of the stop signals, from before the Workers start.
+ * Miniflare's exit hook, which exits the process on SIGINT and SIGTERM at once, before a graceful
+ * stop could run, is taken off by the host as each Miniflare is made (callerHandlesStopSignals);
+ * its "exit" hook stays and still stops workerd if we exit abruptly. Ours are added before others
+ * are removed: with none left for a moment, Node stops watching the signal and starts again, and
+ * a signal arriving just then was seen to be lost (celld ran on after a supervisor's SIGTERM).
+ * SIGHUP too: a hangup (the terminal it ran in closed) would otherwise end celld at once, as a crash.
  */
 function takeSignals(): void {
   for (const [signal, ours] of ourSignalListeners) {
     if (!process.listeners(signal).includes(ours)) process.on(signal, ours);
     for (const listener of process.listeners(signal)) if (listener !== ours) process.removeListener(signal, listener);
   }
+}
+
+/** A stop signal while the first Workers start: nothing has run that a stop would finish or hand back. */
+function exitWhileStarting(signal: StopSignal, log: HostLog): never {
+  log.info(`${signal}: exiting, as the Workers were still starting`);
+  process.exit(128 + constants.signals[signal]);
+}
+
+/** A stop signal during a stop: the user insists. */
+function exitAtOnce(reason: string, deployment: Deployment, log: HostLog): never {
+  const cutOff = hasCrons(deployment) ? "; cron runs still going are cut off, not run again" : "";
+  log.warn(`${reason} again: exiting at once; messages in running batches return to their queues at the next start${cutOff}`);
+  // As a shell reports a process a signal ended: 128 + its number (130 SIGINT, 143 SIGTERM).
+  process.exit(128 + (constants.signals[reason as NodeJS.Signals] ?? 0));
 }
 
 /** `--log-format json`: every line as a JSON object; else celld's text lines. */

@@ -66,6 +66,12 @@ export interface HostOptions {
   workerdV8Flags?: readonly string[];
   /** Where the cells, the consumers' batches and workerd's exits are counted (`GET /metrics`). */
   metrics?: CelldMetrics;
+  /**
+   * The caller stops the host on SIGINT and SIGTERM (`celld dev`), and listens to them before the
+   * host starts: Miniflare's own listeners, which would exit the process at once, are taken off as
+   * soon as it is made (see withoutMiniflareSignalListeners).
+   */
+  callerHandlesStopSignals?: boolean;
 }
 
 export interface Host {

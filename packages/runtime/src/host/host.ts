@@ -22,6 +22,7 @@ import { dataDirUnusable } from "./data-dir-lock.ts";
 import { checkPortFree } from "./port-check.ts";
 import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { Host, HostOptions } from "./host-options.ts";
+import { withoutMiniflareSignalListeners } from "./process-signals.ts";
 import { buildWorkerSet, type WorkerFacts, type WorkerSet } from "./worker-set.ts";
 
 export type { Host, HostOptions } from "./host-options.ts";
@@ -195,7 +196,8 @@ class HostStart {
     let stderrRead: Promise<void> = Promise.resolve();
     setWorkerdV8Flags(options.workerdV8Flags ?? defaultWorkerdV8Flags);
     const workerdBefore = workerdChildren();
-    const starting = this.runtime.start({
+    // start() makes its Miniflare before its first await, so the listeners are taken off at once.
+    const start = (): Promise<Miniflare> => this.runtime.start({
       workers: set.workers,
       cf: false,
       ...(this.viaEntry
@@ -211,6 +213,7 @@ class HostStart {
         stderrRead = new Promise((resolve) => stderrLines.once("close", resolve));
       },
     });
+    const starting = options.callerHandlesStopSignals === true ? withoutMiniflareSignalListeners(start) : start();
     const mf = await starting.catch(async (error: unknown) => {
       if (!isRuntimeFailure(error)) throw error;
       // workerd has exited, but the lines that say why (and name the config key) may still be in
@@ -233,6 +236,8 @@ class HostStart {
         return { outcome: result.outcome };
       },
     };
+    // The queues plugin starts its consumers last and all at once, and nothing after them waits
+    // (the cron plugin arms timers): a caller's stop (celld dev's) is in place before a batch runs.
     for (const plugin of this.plugins) await plugin.start(context);
   }
 

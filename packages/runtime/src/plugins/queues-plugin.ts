@@ -169,6 +169,7 @@ export class QueuesPlugin implements HostPlugin {
     this.client = client;
     // One budget for all consumers: they share this host's memory.
     const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
+    const ready: Array<{ dispatcher: ConsumerDispatcher; queue: string; worker: string }> = [];
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         // An http_pull consumer is its clients' pulls through the API: nothing runs here for it.
@@ -205,10 +206,15 @@ export class QueuesPlugin implements HostPlugin {
           onBatch: this.options.onBatch,
           ...(this.options.failures === undefined ? {} : { failures: this.options.failures }),
         });
-        dispatcher.start();
-        this.dispatchers.push(dispatcher);
-        log.info(`queue "${consumer.queue}" -> consumer "${worker.name}"`);
+        ready.push({ dispatcher, queue: consumer.queue, worker: worker.name });
       }
+    }
+    // All at once, once every cell is ready, and nothing awaited after: the host's caller (celld
+    // dev) has its stop in place for the stop signals before a first batch can run.
+    for (const { dispatcher, queue, worker } of ready) {
+      dispatcher.start();
+      this.dispatchers.push(dispatcher);
+      log.info(`queue "${queue}" -> consumer "${worker}"`);
     }
   }
 

@@ -1,5 +1,6 @@
 import { BatchNotDeliveredError, dispatchKeyHeader, encodeBatch, type QueueHandlerResult, type QueueInvoker } from "@celld/bindings";
 import { Pool, type Dispatcher } from "undici";
+import { afterPendingSignals } from "../host/process-signals.ts";
 
 /** Errors of a connection that was never made: the batch cannot have reached workerd. */
 const notConnected = new Set(["ECONNREFUSED", "ENOENT", "UND_ERR_CONNECT_TIMEOUT"]);
@@ -51,6 +52,9 @@ export class QueueDispatchClient {
           signal: signal ?? null,
         });
       } catch (error) {
+        // workerd's end may be a Ctrl-C that celld has too: the dispatcher judges the batch once
+        // the stop it asks for has begun, and so hands it back uncounted rather than count it.
+        await afterPendingSignals();
         if (!notConnected.has((error as { code?: unknown }).code as string)) throw error;
         throw new BatchNotDeliveredError(`the queue dispatch Worker could not be reached: ${(error as Error).message}`, {
           cause: error,

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import type { Clock } from "@celld/queue-cell";
 import { Miniflare, type MiniflareOptions } from "miniflare";
 import type { HostLog } from "../host/host-log.ts";
+import { afterPendingSignals } from "../host/process-signals.ts";
 import { RestartPolicy } from "./restart-policy.ts";
 import { describeWorkerdExit, lastWorkerdExit, watchWorkerdSpawns } from "./workerd-exit-status.ts";
 
@@ -121,7 +122,8 @@ export class RuntimeSupervisor {
       handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
         const generation = ++this.generation;
         handle?.(stdout, stderr);
-        stdout.once("close", () => this.outputClosed(generation));
+        // A Ctrl-C that ended workerd is celld's too: its stop, once begun, makes this no exit.
+        stdout.once("close", () => void afterPendingSignals().then(() => this.outputClosed(generation)));
       },
     };
   }
