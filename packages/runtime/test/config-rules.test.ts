@@ -256,7 +256,7 @@ describe("warnings", () => {
       migrations: [{ tag: "v1" }],
       mian: "typo.js",
       env: { staging: {} },
-      routes: ["example.com/*"],
+      placement: { mode: "smart" },
       ai: { binding: "AI" },
       constructor: "not Object's",
       queues: {
@@ -269,7 +269,7 @@ describe("warnings", () => {
     expect(deployment.warnings).toEqual([
       { file: "w.json", path: "mian", message: 'is not a key celld knows, so it has no effect (did you mean "main"?)' },
       { file: "w.json", path: "env", message: "named environments are read only with --env NAME (or CLOUDFLARE_ENV); running the top-level configuration" },
-      { file: "w.json", path: "routes", message: "is a deploy setting with no effect on a local host; ignored" },
+      { file: "w.json", path: "placement", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: "w.json", path: "ai", message: "is a binding type celld does not provide; the Worker's env will not have it" },
       { file: "w.json", path: "constructor", message: "is not a key celld knows, so it has no effect" },
       { file: "w.json", path: "queues.producers[0].remote", message: "is ignored: celld runs every binding locally, on its data directory" },
@@ -334,13 +334,13 @@ describe("warnings", () => {
       kv_namespaces: [{ binding: "KV", id: "k", preview_id: "p", remote: true }],
       dev: { port: 9000 },
     };
-    const deployment = parseDeployment(files({ name: "a", ...generated }, { name: "b", routes: [], colour: 1 }), everyFileExists);
+    const deployment = parseDeployment(files({ name: "a", ...generated }, { name: "b", usage_model: "standard", colour: 1 }), everyFileExists);
     expect(deployment.warnings).toHaveLength(8);
     expect(formatWarnings(deployment.warnings)).toEqual([
       "a.json: account_id, workers_dev, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
       "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
       "a.json: dev: is ignored: celld dev takes its address from --port and --host",
-      "b.json: routes: is a deploy setting with no effect on a local host; ignored",
+      "b.json: usage_model: is a deploy setting with no effect on a local host; ignored",
       "b.json: colour: is not a key celld knows, so it has no effect",
     ]);
   });

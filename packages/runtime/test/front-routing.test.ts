@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseRoutePattern, routeMatches } from "../src/front/route-pattern.ts";
+import { parseRoutePattern, routeMatches } from "../src/config/route-pattern.ts";
 import { WorkerRouter, hostnameOf, type RoutedWorker } from "../src/front/worker-router.ts";
 
 const route = (pattern: string) => ({ pattern, customDomain: false });

@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { devVarsKind, type DevVars } from "./dev-vars.ts";
 import { formatPath, showValue, type ConfigIssue } from "./issues.ts";
 import { isPlainObject, rawEntries, rawString, type RawTable } from "./raw.ts";
+import { RouteRules } from "./route-rules.ts";
 
 /**
  * Rules a single-file schema cannot express: they need the other files of the deployment or the
@@ -39,8 +40,10 @@ export function deploymentIssues(
   const nameOwner = new Map<string, string>();
   const consumerOwner = new Map<string, string>();
   const deadLetterOf = new Map<string, { file: string; path: string; target: string }>();
+  const routes = new RouteRules();
   for (const { file, dir, data, devVars, located } of files) {
     const name = rawString(data, "name");
+    for (const issue of routes.check(data, { file, worker: name, located })) report(file, issue.path, issue.message);
     const nameTakenBy = name === undefined ? undefined : nameOwner.get(name);
     if (name !== undefined && nameTakenBy === undefined) nameOwner.set(name, file);
     if (nameTakenBy !== undefined) {

@@ -64,6 +64,11 @@ export interface WorkerConfig {
    */
   durableObjectClasses: { className: string; storage: ClassStorage }[];
   services: { binding: string; service: string; entrypoint?: string }[];
+  /**
+   * `route` or `routes`, patterns checked: with the Worker's name host, where it answers on
+   * `--port` (front/worker-router.ts).
+   */
+  routes: { pattern: string; customDomain: boolean }[];
   /** `triggers.crons`, each once, as written: the Worker's scheduled() handler runs at each. */
   crons: string[];
   /** esbuild's `define`: each name in the code is replaced by the expression. */
@@ -164,6 +169,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       service: s.service,
       ...(s.entrypoint === undefined ? {} : { entrypoint: s.entrypoint }),
     })),
+    routes: file.routes ?? (file.route === undefined ? [] : [file.route]),
     crons: [...new Set(file.triggers?.crons ?? [])],
     define: file.define,
     alias: file.alias,

@@ -4,6 +4,7 @@ import { isUnsetCompatibilityDate } from "./compatibility-date.ts";
 import { replayMigrations } from "./durable-object-classes.ts";
 import { defineProblem } from "./esbuild-define.ts";
 import { CronExpressionError, parseCron } from "./cron/cron-expression.ts";
+import { RoutePatternError, customDomainHost, parseRoutePattern } from "./route-pattern.ts";
 import { showValue } from "./issues.ts";
 import { runWorkerFirstSchema } from "./assets-route-rules.ts";
 
@@ -110,6 +111,36 @@ const cronExpression = z.string({ error: typeError("a string", ' such as "*/5 * 
   }
 });
 
+// A Worker's `route` / `routes` entry: a pattern, or a table with one. Checked here, so that a
+// pattern Cloudflare would refuse is an error at its own path; which Worker answers a request is
+// front/worker-router.ts's. zone_id and zone_name name the zone on Cloudflare and change nothing
+// here (the pattern names the host).
+const routeEntry = z.unknown().transform((value, ctx): { pattern: string; customDomain: boolean } => {
+  const fail = (message: string, path: string[] = []) => {
+    ctx.addIssue({ code: "custom", input: value, path, message });
+    return z.NEVER;
+  };
+  const entry = typeof value === "string" ? { pattern: value } : value;
+  if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
+    return fail(`must be a route pattern such as "example.com/*", or a table with pattern and zone_name, got ${showValue(value)}`);
+  }
+  const { pattern, custom_domain: customDomain, zone_id: zoneId, zone_name: zoneName } = entry as Record<string, unknown>;
+  const at = typeof value === "string" ? [] : ["pattern"];
+  if (typeof pattern !== "string" || pattern === "") return fail(pattern === undefined ? "is required" : `must be a string, got ${showValue(pattern)}`, at);
+  if (customDomain !== undefined && typeof customDomain !== "boolean") return fail(`must be true or false, got ${showValue(customDomain)}`, ["custom_domain"]);
+  for (const [key, v] of [["zone_id", zoneId], ["zone_name", zoneName]] as const) {
+    if (v !== undefined && typeof v !== "string") return fail(`must be a string, got ${showValue(v)}`, [key]);
+  }
+  try {
+    if (customDomain === true) customDomainHost(pattern);
+    else parseRoutePattern(pattern);
+  } catch (error) {
+    if (!(error instanceof RoutePatternError)) throw error;
+    return fail(error.message.replace(/^route pattern ".*?" /, `${showValue(pattern)} `), at);
+  }
+  return { pattern, customDomain: customDomain === true };
+});
+
 const migration = table({
   tag: text(),
   new_classes: list(text()).default([]),
@@ -200,6 +231,9 @@ export const workerFileSchema = table({
   services: list(table({ binding: text(), service: text(), entrypoint: text().optional() })).default([]),
   // Cron Triggers: the Worker's scheduled() handler runs at each (triggers/cron-triggers-plugin.ts).
   triggers: table({ crons: list(cronExpression).default([]) }).optional(),
+  // Where the Worker answers on --port beside its <name>.localhost host (docs/routing.md).
+  route: routeEntry.optional(),
+  routes: list(routeEntry).optional(),
   // Bundling, as wrangler passes them to esbuild.
   define: define.default({}),
   alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),

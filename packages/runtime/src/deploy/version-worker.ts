@@ -53,6 +53,8 @@ export function versionWorker(input: VersionWorkerInput): WorkerConfig {
     })),
     durableObjectClasses: version.durableObjectClasses,
     services: of("service").map((b) => ({ binding: b.name, service: b.service, ...(b.entrypoint === undefined ? {} : { entrypoint: b.entrypoint }) })),
+    // A deployed script's routes come from Cloudflare's routes API, not its upload: none yet.
+    routes: [],
     crons: [...new Set(input.settings.schedules)],
     define: {},
     alias: {},

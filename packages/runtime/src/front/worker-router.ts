@@ -1,4 +1,4 @@
-import { RoutePatternError, compareSpecificity, parseRoutePattern, routeMatches, type RoutePattern } from "./route-pattern.ts";
+import { compareSpecificity, customDomainHost, parseRoutePattern, routeMatches, type RoutePattern } from "../config/route-pattern.ts";
 
 /** A Worker's `route` / `routes` entry, as the config model holds it. */
 export interface WorkerRoute {
@@ -98,15 +98,6 @@ export class WorkerRouter {
     }
     return undefined;
   }
-}
-
-/** The host of a custom domain entry: a bare host name (wrangler refuses paths and wildcards there too). */
-export function customDomainHost(pattern: string): string {
-  const host = pattern.trim().replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").replace(/\/$/, "").toLowerCase();
-  if (host === "" || host.includes("/") || host.includes("*") || host.includes(":")) {
-    throw new RoutePatternError(pattern, "is a custom domain, which must be a bare host name such as shop.example.com (no path, port or *)");
-  }
-  return host;
 }
 
 /** Lowercase host without port or trailing dot; "" when absent. */

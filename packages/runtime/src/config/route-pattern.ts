@@ -80,3 +80,12 @@ export function compareSpecificity(a: RoutePattern, b: RoutePattern): number {
   if (a.specificity !== b.specificity) return b.specificity - a.specificity;
   return b.pattern.length - a.pattern.length;
 }
+
+/** The host of a custom domain entry: a bare host name (wrangler refuses paths and wildcards there too). */
+export function customDomainHost(pattern: string): string {
+  const host = pattern.trim().replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").replace(/\/$/, "").toLowerCase();
+  if (host === "" || host.includes("/") || host.includes("*") || host.includes(":")) {
+    throw new RoutePatternError(pattern, "is a custom domain, which must be a bare host name such as shop.example.com (no path, port or *)");
+  }
+  return host;
+}
