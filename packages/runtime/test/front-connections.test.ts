@@ -180,4 +180,27 @@ describe("front server", () => {
     expect(f.stats.connections.evicted).toBeGreaterThanOrEqual(16);
     await Promise.all(flood.slice(0, 15).map(closed));
   });
+
+  it("sends a bodiless request again when its pooled connection was dropped by workerd; a request with a body gets 502", async () => {
+    // workerd's stand-in drops a connection instead of answering its second request.
+    const served = new WeakMap<object, number>();
+    const server = createHttpServer((req, res) => {
+      const n = (served.get(req.socket) ?? 0) + 1;
+      served.set(req.socket, n);
+      if (n === 2) return req.socket.destroy();
+      req.resume();
+      req.on("end", () => res.end(`ok ${req.method}`));
+    });
+    const port = await listen(server);
+    const router = new WorkerRouter({ workers: [{ name: "a", routes: [] }] });
+    const f = await startFront({ host: "127.0.0.1", port: 0, router, upstreams: new Map([["a", { host: "127.0.0.1", port }]]), connectionsMax: 10, warn: () => undefined });
+    cleanups.push(() => f.close());
+    expect((await get(f, "a.localhost")).json).toBe("ok GET");
+    expect(await get(f, "a.localhost")).toMatchObject({ status: 200, json: "ok GET" });
+    // The retry's connection is dropped at its second request too, which now carries a body.
+    const refused = await get(f, "a.localhost", "/", "body");
+    expect(refused.status).toBe(502);
+    expect(refused.json).toMatch(/^celld: the Worker "a" could not be reached \(ECONNRESET\)/);
+    expect(await get(f, "a.localhost", "/", "x")).toMatchObject({ status: 200, json: "ok POST" });
+  });
 });

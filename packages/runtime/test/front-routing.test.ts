@@ -107,3 +107,20 @@ describe("WorkerRouter", () => {
     expect(hostnameOf(undefined)).toBe("");
   });
 });
+
+describe("workerUrlLines", () => {
+  it("says where each Worker answers, the first Worker's line in the form scripts read", async () => {
+    const { workerUrlLines } = await import("../src/front/worker-urls.ts");
+    const workers: RoutedWorker[] = [
+      { name: "app", routes: [] },
+      { name: "api", routes: [route("example.com/api/*"), { pattern: "api.example.com", customDomain: true }] },
+    ];
+    const r = router(workers, "dev.test");
+    expect(workerUrlLines(r, workers, new URL("http://127.0.0.1:8787/"))).toEqual([
+      'Worker "app" listening on http://127.0.0.1:8787/ (also http://app.localhost:8787/; http://app.dev.test:8787/, and every request no other Worker\'s host or route claims)',
+      'Worker "api" reachable at http://api.localhost:8787/; http://api.dev.test:8787/; routes example.com/api/*, api.example.com (custom domain)',
+    ]);
+    const one = [{ name: "solo", routes: [] }];
+    expect(workerUrlLines(router(one), one, new URL("http://192.168.1.5:80/"))).toEqual(['Worker "solo" listening on http://192.168.1.5/']);
+  });
+});

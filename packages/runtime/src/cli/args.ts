@@ -31,6 +31,11 @@ export interface DevArgs {
   logFormat: LogFormat;
   /** Serve GET /metrics on the API port without a key. */
   metricsPublic: boolean;
+  /** `<worker>.<domain>` reaches that Worker on --port, as `<worker>.localhost` does. */
+  workersDevDomain: string | undefined;
+  /** Client connections open at once on --port / --api-port; unset: from the descriptor budget. */
+  connectionsMax: number | undefined;
+  apiConnectionsMax: number | undefined;
 }
 
 export const logFormats = ["text", "json"] as const;
@@ -40,16 +45,24 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
-export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--data DIR] [--api-port PORT] [--api-host 127.0.0.1] [--inspector-port PORT] [--test-scheduled] [--watch]
+export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--workers-dev-domain DOMAIN] [--max-connections N] [--data DIR] [--api-port PORT] [--api-host 127.0.0.1] [--api-max-connections N] [--inspector-port PORT] [--test-scheduled] [--watch]
                  [--log-requests] [--log-format text|json] [--metrics-public]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
-                      Workers (the first one serves HTTP). Default: as wrangler finds it, in
+                      Workers (each answers on --port: see below). Default: as wrangler finds it, in
                       this directory or the nearest parent that has one.
   -e, --env ENV       run each config's [env.ENV] as wrangler dev --env does (Workers named
                       <name>-ENV unless the section names them; .dev.vars.ENV, .env.ENV read).
                       Default: CLOUDFLARE_ENV if set, else the top-level configuration
-  --port PORT         HTTP port of the first Worker (default 8787; 0 picks a free port)
+  --port PORT         HTTP port of the Workers (default 8787; 0 picks a free port): Host
+                      <worker>.localhost reaches that Worker, then its routes, else the first
+  --workers-dev-domain DOMAIN
+                      <worker>.DOMAIN reaches that Worker too (point *.DOMAIN at this machine)
+  --max-connections N client connections open at once on --port (default: from the open-files
+                      limit, printed at start); past it, the connection silent longest is
+                      closed to make room, or else the new one
+  --api-max-connections N
+                      the same for --api-port
   --host HOST         address to listen on (default 127.0.0.1)
   --data DIR          where queues and KV/D1/R2/Durable Object storage persist
                       (default: .celld beside the first config)
@@ -216,6 +229,9 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       "api-port": { type: "string" },
       "api-host": { type: "string" },
       "inspector-port": { type: "string" },
+      "workers-dev-domain": { type: "string" },
+      "max-connections": { type: "string" },
+      "api-max-connections": { type: "string" },
       env: { type: "string", short: "e" },
       "test-scheduled": { type: "boolean" },
       watch: { type: "boolean" },
@@ -236,9 +252,15 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
   if (values["metrics-public"] === true && apiPort === undefined) {
     throw new UsageError("--metrics-public needs --api-port: /metrics is served on the API port");
   }
+  const connectionsMax = values["max-connections"] === undefined ? undefined : count("--max-connections", values["max-connections"]);
+  const apiConnectionsMax = values["api-max-connections"] === undefined ? undefined : count("--api-max-connections", values["api-max-connections"]);
+  if (apiConnectionsMax !== undefined && apiPort === undefined) throw new UsageError("--api-max-connections needs --api-port: without it there is no API");
   return {
     configs,
     port: workersPort,
+    workersDevDomain: values["workers-dev-domain"] === undefined ? undefined : domain(values["workers-dev-domain"]),
+    connectionsMax,
+    apiConnectionsMax,
     host: values.host ?? "127.0.0.1",
     dataDir: resolve(cwd, values.data ?? join(dirname(resolve(cwd, configs[0]!)), ".celld")),
     apiPort,
@@ -399,6 +421,21 @@ function negativeValuesJoined(args: readonly string[], options: NonNullable<Pars
     }
   }
   return out;
+}
+
+/** A connection maximum: its bound from the open-files limit is checked at start, when the limit is read. */
+function count(flag: string, text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < 1) throw new UsageError(`${flag} must be a whole number from 1, got "${text}"`);
+  return n;
+}
+
+function domain(text: string): string {
+  const name = text.toLowerCase().replace(/\.$/, "");
+  if (!/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(name)) {
+    throw new UsageError(`--workers-dev-domain must be a domain name such as workers.example.com (no scheme, port or path), got "${text}"`);
+  }
+  return name;
 }
 
 export function port(flag: string, text: string): number {

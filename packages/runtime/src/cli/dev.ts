@@ -25,6 +25,10 @@ import { CelldMetrics } from "../metrics/celld-metrics.ts";
 import { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { startHost, type Host } from "../host/host.ts";
 import { checkPortFree } from "../host/port-check.ts";
+import { readOpenFilesLimit } from "../host/open-files-limit.ts";
+import { budgetLine, checkConnectionsMax, descriptorBudget } from "../front/descriptor-budget.ts";
+import { workerUrlLines } from "../front/worker-urls.ts";
+import type { FrontRequest } from "../front/front-server.ts";
 import type { DevArgs } from "./args.ts";
 import { dataDirLine } from "./data-dir-line.ts";
 import { exitStatus } from "./exit-status.ts";
@@ -74,6 +78,8 @@ class DevSession {
   private lastSources: readonly string[] = [];
   /** Set once the stop exists (stage "take the signals"); until then a call does nothing. */
   private stop: (reason: string, exitCode?: number) => void = () => undefined;
+  /** The two ports' connection maxima, and the line saying where the descriptors go. */
+  private maxima!: { workers: number; api: number | undefined; line: string };
   /** A stop signal that came once the Workers had started, before the stop existed. */
   private signalled: StopSignal | undefined;
 
@@ -102,6 +108,13 @@ class DevSession {
     // only fail as a stack trace.
     if (args.apiPort !== undefined) await checkPortFree(args.apiHost, args.apiPort, "--api-port");
     if (args.inspectorPort !== undefined) await checkPortFree("127.0.0.1", args.inspectorPort, "--inspector-port");
+    // Where the open-files limit goes (limits.md#connections); a maximum past it is refused here.
+    const maxima = connectionMaxima(args, this.deployment);
+    if (!maxima.ok) {
+      console.error(`celld: ${maxima.error}`);
+      return exitStatus.usage;
+    }
+    this.maxima = maxima;
     // The stop signals are celld's before the Workers start, so before any batch can run.
     for (const signal of stopSignals) ourSignalListeners.set(signal, () => this.signalledEarly(signal));
     takeSignals();
@@ -129,6 +142,8 @@ class DevSession {
       dataDir: this.args.dataDir,
       port: this.port,
       host: this.args.host,
+      workersDevDomain: this.args.workersDevDomain,
+      connectionsMax: this.maxima.workers,
       log: this.log,
       cellIdleCloseMs,
       triggerHandlers: this.args.testScheduled,
@@ -139,8 +154,16 @@ class DevSession {
         if (!this.stopping) this.stop("workerd exited too often", exitStatus.failed);
       },
       metrics: this.metrics,
-      ...(this.activity === undefined ? {} : { onBatch: (report: BatchReport) => this.activity!.batch(report) }),
-    }).then((host) => (this.host = host));
+      ...(this.activity === undefined
+        ? {}
+        : {
+            onBatch: (report: BatchReport) => this.activity!.batch(report),
+            onFrontAnswered: (r: FrontRequest) => this.activity!.request({ ...r, port: "workers" }),
+          }),
+    }).then((host) => {
+      this.metrics?.connections.watch("workers", () => host.front.stats.connections);
+      return (this.host = host);
+    });
   }
 
   private async startApi(host: Host): Promise<ApiServer> {
@@ -155,6 +178,8 @@ class DevSession {
       cloudflareServices: { workersQueues: workersQueuesOf(() => this.deployment) },
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
+      connectionsMax: this.maxima.api,
+      onConnectionsClosed: (line) => log.warn(line),
       ...(metrics === undefined
         ? {}
         : { metrics: new MetricsEndpoint({ metrics, registry: host.registry, public: args.metricsPublic, consumers: () => host.consumerLoads() }) }),
@@ -333,8 +358,8 @@ class DevSession {
 
   private printBanner(h: Host, a: ApiServer | undefined): void {
     const { args, log, deployment } = this;
-    const first = deployment.workers[0]!;
-    log.info(`Worker "${first.name}" listening on ${h.url.href}`);
+    for (const line of workerUrlLines(h.front.router, deployment.workers, h.url)) log.info(line);
+    log.info(this.maxima.line);
     if (args.testScheduled) {
       log.info(`its scheduled() handler runs at ${h.url.href}cdn-cgi/handler/scheduled?cron=*+*+*+*+* (--test-scheduled)`);
     }
@@ -367,6 +392,26 @@ async function bundleOrReport(deployment: Deployment, log: HostLog): Promise<Map
     }
   }
   return bundles;
+}
+
+type Maxima = { ok: true; workers: number; api: number | undefined; line: string } | { ok: false; error: string };
+
+/**
+ * The connection maxima of both ports: given on the command line (within the descriptor budget),
+ * else the budget's; and the start line saying where the descriptors go.
+ */
+function connectionMaxima(args: DevArgs, deployment: Deployment): Maxima {
+  const api = args.apiPort !== undefined;
+  try {
+    const budget = descriptorBudget({ openFilesLimit: readOpenFilesLimit(), workers: deployment.workers.length, api });
+    if (args.connectionsMax !== undefined) checkConnectionsMax("--max-connections", args.connectionsMax, budget.workersConnectionsMax, budget.limit);
+    if (args.apiConnectionsMax !== undefined) checkConnectionsMax("--api-max-connections", args.apiConnectionsMax, budget.apiConnectionsMax, budget.limit);
+    const workers = args.connectionsMax ?? budget.workersConnectionsMax;
+    const apiMax = api ? (args.apiConnectionsMax ?? budget.apiConnectionsMax) : undefined;
+    return { ok: true, workers, api: apiMax, line: budgetLine(budget, { workers, api: apiMax }) };
+  } catch (error) {
+    return { ok: false, error: (error as Error).message };
+  }
 }
 
 /** What a stop waits for: the batches, and the cron runs of a deployment that has crons. */

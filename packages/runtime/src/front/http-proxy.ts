@@ -1,4 +1,4 @@
-import { Agent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, request as httpRequest, type ClientRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { pipeline } from "node:stream";
 
@@ -35,37 +35,55 @@ export interface Upstream {
 /** Why a request could not reach its Worker, for the answer's body. */
 export type ForwardFailure = (error: NodeJS.ErrnoException) => void;
 
+/** Codes of a pooled connection workerd closed or reset just as it was reused. */
+const staleSocketCodes = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED"]);
+
+/** Whether the request carries a body (which, streamed, could not be sent a second time). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
 /**
  * Sends `req` to `upstream` and its answer back on `res`. `failed` is told when workerd could not
  * be reached or broke off before answering (the caller answers 502); after the answer has begun,
- * a failure can only cut the response short, which destroying `res` tells the client.
+ * a failure can only cut the response short, which destroying `res` tells the client. A request
+ * with no body is sent once more on a fresh connection when the pooled one it went out on turns
+ * out to have been closed or reset by workerd (seen under load in `npm run bench host`): the
+ * client never sees that race, as it would not talking to workerd directly on a connection of
+ * its own. A request with a body has been streamed and cannot be; it gets the 502.
  */
 export function forwardRequest(req: IncomingMessage, res: ServerResponse, upstream: Upstream, agent: Agent, failed: ForwardFailure): void {
-  const outgoing = httpRequest({
-    host: upstream.host,
-    port: upstream.port,
-    method: req.method,
-    path: req.url,
-    headers: endToEndHeaders(req.rawHeaders),
-    setHost: false,
-    agent,
-  });
-  outgoing.on("response", (answer) => {
-    const headers = endToEndHeaders(answer.rawHeaders);
-    // workerd's Date stands; Node's own would make two.
-    if (headers.some((value, i) => i % 2 === 0 && value.toLowerCase() === "date")) res.sendDate = false;
-    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
-    pipeline(answer, res, () => undefined);
-  });
-  outgoing.on("error", (error: NodeJS.ErrnoException) => {
-    if (!res.headersSent) failed(error);
-    else res.destroy();
-  });
+  const bodiless = !hasBody(req);
+  const headers = endToEndHeaders(req.rawHeaders);
+  let current: ClientRequest | undefined;
   // A client gone before its answer ends frees workerd's socket (and the Worker sees the abort).
   res.on("close", () => {
-    if (!res.writableFinished) outgoing.destroy();
+    if (!res.writableFinished) current?.destroy();
   });
-  pipeline(req, outgoing, () => undefined);
+  const send = (mayRetry: boolean): void => {
+    const outgoing = httpRequest({ host: upstream.host, port: upstream.port, method: req.method, path: req.url, headers, setHost: false, agent });
+    current = outgoing;
+    outgoing.on("response", (answer) => {
+      const answerHeaders = endToEndHeaders(answer.rawHeaders);
+      // workerd's Date stands; Node's own would make two.
+      if (answerHeaders.some((value, i) => i % 2 === 0 && value.toLowerCase() === "date")) res.sendDate = false;
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answerHeaders);
+      pipeline(answer, res, () => undefined);
+    });
+    outgoing.on("error", (error: NodeJS.ErrnoException) => {
+      if (res.headersSent) return res.destroy();
+      if (mayRetry && outgoing.reusedSocket && staleSocketCodes.has(error.code ?? "") && !res.destroyed) return send(false);
+      failed(error);
+    });
+    if (bodiless) {
+      outgoing.end();
+      req.resume();
+    } else {
+      pipeline(req, outgoing, () => undefined);
+    }
+  };
+  send(bodiless);
 }
 
 /**

@@ -7,6 +7,8 @@ import type { Deployment } from "../config/index.ts";
 import type { CelldMetrics } from "../metrics/celld-metrics.ts";
 import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
 import type { HostLog } from "./host-log.ts";
+import type { Front, FrontRequest } from "../front/front-server.ts";
+import type { WorkerRouter } from "../front/worker-router.ts";
 
 export interface HostOptions {
   deployment: Deployment;
@@ -18,8 +20,19 @@ export interface HostOptions {
    * opens or closes the cells, so the API that serves the same cells never sees them closed.
    */
   registry?: CellRegistry;
-  /** HTTP port of the first Worker; 0 picks a free one. */
+  /** The Workers' HTTP port (the front door: docs/routing.md); 0 picks a free one. */
   port?: number;
+  /** `<worker>.<domain>` reaches that Worker, as `<worker>.localhost` does. */
+  workersDevDomain?: string;
+  /**
+   * Client connections open at once on `port`; unset, what the descriptor budget leaves for them
+   * (front/descriptor-budget.ts, sized as if the API listened too).
+   */
+  connectionsMax?: number;
+  /** A connection to `port` that sends no byte this long is closed (10 s unless a test sets less). */
+  silentConnectionMs?: number;
+  /** Told of each request the front answered, with its Worker (`celld dev --log-requests`). */
+  onFrontAnswered?: (request: FrontRequest) => void;
   host?: string;
   clock?: Clock;
   log?: HostLog;
@@ -75,8 +88,10 @@ export interface HostOptions {
 }
 
 export interface Host {
-  /** Where the first Worker answers HTTP. */
+  /** The Workers' port: the first Worker answers any host no other Worker claims (docs/routing.md). */
   readonly url: URL;
+  /** The front door on `url`: its router (for the banner) and counters (for /metrics). */
+  readonly front: Pick<Front, "stats" | "guard"> & { readonly router: WorkerRouter };
   readonly registry: CellRegistry;
   /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
   readonly unopenedQueues: readonly string[];

@@ -3,7 +3,7 @@ import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { isCellError, systemClock, type CellRegistry, type Clock } from "@celld/queue-cell";
 import { ConsumerFailureLog, type BatchReport } from "@celld/bindings";
-import type { Miniflare, WorkerOptions } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { setWorkerdV8Flags } from "../workerd/miniflare-v8-flags.ts";
 import { defaultWorkerdV8Flags } from "../workerd/workerd-v8-flags-default.ts";
 import { WorkerdGuard, workerdChildren, type ProcessInfo } from "../workerd/workerd-orphans.ts";
@@ -24,6 +24,9 @@ import { consoleHostLog, type HostLog } from "./host-log.ts";
 import type { Host, HostOptions } from "./host-options.ts";
 import { withoutMiniflareSignalListeners } from "./process-signals.ts";
 import { buildWorkerSet, type WorkerFacts, type WorkerSet } from "./worker-set.ts";
+import { giveWorkersSockets, startWorkersFront, workerUpstreams } from "./workers-front.ts";
+import type { Front } from "../front/front-server.ts";
+import { WorkerRouter } from "../front/worker-router.ts";
 
 export type { Host, HostOptions } from "./host-options.ts";
 
@@ -34,12 +37,14 @@ export type { Host, HostOptions } from "./host-options.ts";
  */
 export async function startHost(options: HostOptions): Promise<Host> {
   const log = options.log ?? consoleHostLog;
+  // Before anything starts: a route pattern the config check let through would fail here.
+  const router = new WorkerRouter({ workers: options.deployment.workers, workersDevDomain: options.workersDevDomain });
   const listenHost = options.host ?? "127.0.0.1";
   const listenPort = options.port ?? 8787;
   const clock = options.clock ?? systemClock;
   if (options.registry !== undefined) {
     await checkPortFree(listenHost, listenPort);
-    const basics = { log, clock, registry: options.registry, ownsRegistry: false, unlock: () => undefined, listenHost, listenPort };
+    const basics = { log, clock, registry: options.registry, ownsRegistry: false, unlock: () => undefined, listenHost, listenPort, router };
     return new HostStart(options, basics).run();
   }
   const unlock = await claimDataDir(options.dataDir, listenHost, listenPort, log);
@@ -50,7 +55,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     unlock();
     throw error;
   }
-  return new HostStart(options, { log, clock, registry, ownsRegistry: true, unlock, listenHost, listenPort }).run();
+  return new HostStart(options, { log, clock, registry, ownsRegistry: true, unlock, listenHost, listenPort, router }).run();
 }
 
 interface HostBasics {
@@ -62,6 +67,7 @@ interface HostBasics {
   unlock: () => void;
   listenHost: string;
   listenPort: number;
+  router: WorkerRouter;
 }
 
 /** One start of a host: the state its stages share, and the close of what it started. */
@@ -78,6 +84,7 @@ class HostStart {
   /** Owns Miniflare, and restarts workerd when it exits under the host. */
   private readonly runtime: RuntimeSupervisor;
   private guard: WorkerdGuard | undefined;
+  private front: Front | undefined;
   /** workerd's children before a restart: the guard then watches the one the restart adds. */
   private workerdBeforeRestart: ProcessInfo[] = [];
   private closing: Promise<void> | undefined;
@@ -107,6 +114,8 @@ class HostStart {
       log,
       hooks: {
         exited: () => {
+          // Until workerd is back, the front answers 503 with Retry-After rather than try its sockets.
+          this.front?.setUpstreams(new Map());
           options.metrics?.workerdExits.inc();
           for (const plugin of this.plugins) plugin.runtimeExited?.();
         },
@@ -115,6 +124,7 @@ class HostStart {
           this.workerdBeforeRestart = workerdChildren();
         },
         restarted: () => {
+          void this.pointFrontAtRuntime();
           this.guard = WorkerdGuard.start(options.dataDir, this.workerdBeforeRestart);
           options.metrics?.workerdRestarts.inc();
           for (const plugin of this.plugins) plugin.runtimeRestarted?.();
@@ -136,14 +146,16 @@ class HostStart {
         bundles: this.options.bundles,
         inspector: this.options.inspectorPort !== undefined,
       });
-      const first = this.serveFirstWorker(set.workers);
+      giveWorkersSockets(set.workers, this.viaEntry);
       for (const plugin of this.plugins) set.workers.push(...(await plugin.extraWorkers()));
       const mf = await this.launchRuntime(set);
-      const url = this.viaEntry ? await mf.ready : await mf.unsafeGetDirectURL(first.name);
+      const front = await this.openFront(mf);
+      const url = front.url;
       const inspectorUrl = this.options.inspectorPort === undefined ? undefined : await mf.getInspectorURL();
       await this.startPlugins(mf);
       return {
         url,
+        front: { stats: front.stats, guard: front.guard, router: this.basics.router },
         registry: this.basics.registry,
         unopenedQueues: this.queues.unopenedQueues,
         miniflare: mf,
@@ -166,17 +178,33 @@ class HostStart {
     return this.options.triggerHandlers === true;
   }
 
-  // The first Worker answers `url` on a socket of its own, straight into its fetch handler.
-  // Miniflare's entry socket runs every request through its entry Worker first (dev tooling:
-  // pretty error pages, a made-up request.cf, /cdn-cgi/ trigger routes), which costs about
-  // 350 µs of workerd CPU per request; that socket stays, on a free loopback port, for
-  // Miniflare's own use. With triggerHandlers the user asked for those routes, and the entry
-  // socket takes the Worker's address instead.
-  private serveFirstWorker(workers: WorkerOptions[]): WorkerOptions & { name: string } {
-    const first = workers[0];
-    if (first === undefined) throw new Error("a deployment has at least one Worker");
-    if (!this.viaEntry) first.unsafeDirectSockets = [{ host: this.basics.listenHost, port: this.basics.listenPort }];
-    return first as WorkerOptions & { name: string };
+  /** The front door on the user's address (workers-front.ts), once workerd serves the Workers. */
+  private async openFront(mf: Miniflare): Promise<Front> {
+    const { options, basics } = this;
+    this.front = await startWorkersFront({
+      mf,
+      deployment: options.deployment,
+      router: basics.router,
+      viaEntry: this.viaEntry,
+      host: basics.listenHost,
+      port: basics.listenPort,
+      connectionsMax: options.connectionsMax,
+      openFilesLimit: options.openFilesLimit,
+      silentConnectionMs: options.silentConnectionMs,
+      clock: basics.clock,
+      log: basics.log,
+      onAnswered: options.onFrontAnswered,
+    });
+    return this.front;
+  }
+
+  /** After a restart of workerd: where it serves each Worker now. */
+  private async pointFrontAtRuntime(): Promise<void> {
+    const upstreams = await workerUpstreams(this.runtime.miniflare, this.options.deployment, this.viaEntry).catch((error: unknown) => {
+      this.basics.log.error("the restarted Workers' sockets could not be found; --port answers 503 until the next restart", error);
+      return undefined;
+    });
+    if (upstreams !== undefined) this.front?.setUpstreams(upstreams);
   }
 
   /** workerd through Miniflare, its output read line by line; a refused start is a RuntimeStartError. */
@@ -200,9 +228,9 @@ class HostStart {
     const start = (): Promise<Miniflare> => this.runtime.start({
       workers: set.workers,
       cf: false,
-      ...(this.viaEntry
-        ? { host: basics.listenHost, port: basics.listenPort, unsafeTriggerHandlers: true }
-        : { host: "127.0.0.1", port: 0 }),
+      host: "127.0.0.1",
+      port: 0,
+      ...(this.viaEntry ? { unsafeTriggerHandlers: true } : {}),
       defaultPersistRoot: join(options.dataDir, "miniflare"),
       // Loopback only, whatever --host says: the inspector runs any code in the Workers.
       ...(options.inspectorPort === undefined ? {} : { inspectorPort: options.inspectorPort, inspectorHost: "127.0.0.1" }),
@@ -247,6 +275,7 @@ class HostStart {
   // when, and as, the first does.
   private async close(graceMs: number): Promise<void> {
     this.runtime.stopSupervising();
+    await this.front?.close();
     // Together: each plugin's in-flight work gets the same grace, not one grace after another's.
     await Promise.all(this.plugins.map((plugin) => plugin.stop(graceMs)));
     // Miniflare's dispose destroys workerd's pipes and kills it, so nothing more can come from
@@ -261,6 +290,7 @@ class HostStart {
 
   /** Undoes a start that failed part way, in the order close() uses. */
   private async abandon(): Promise<void> {
+    await this.front?.close().catch(() => undefined);
     for (const plugin of this.plugins) await plugin.stop(0).catch(() => undefined);
     await this.runtime.dispose().catch(() => undefined);
     this.guard?.stop();
