@@ -42,6 +42,7 @@ export async function startProjectHost(
     });
     return {
       url: host.url,
+      directUrl: await host.miniflare.unsafeGetDirectURL(deployment.workers[0]!.name),
       close: async () => {
         try {
           await host.close();

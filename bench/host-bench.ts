@@ -28,6 +28,7 @@ import { diskFlushLatency, type FlushLatency } from "./disk-flush.ts";
 import { spawnHost, type HostProcess } from "./host-process.ts";
 import { machineCpuSnapshot, otherWork, type OtherWork } from "./machine-cpu.ts";
 import { drained, driver, endToEnd, paced, percentile, type Throughput } from "./host-workloads.ts";
+import { frontDoorCost, frontDoorLine, type FrontDoorFigures } from "./front-door.ts";
 
 const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
 const messages = 10_000;
@@ -89,6 +90,8 @@ interface RoundFigures {
   single: Throughput;
   /** One per pacedLoads entry. */
   latency: LatencyFigures[];
+  /** celld only: the front door's cost beside workerd's own socket (front-door.ts). */
+  frontDoor?: FrontDoorFigures;
 }
 
 const systems = ["celld", "miniflare"] as const;
@@ -213,7 +216,9 @@ async function freshHostRound(system: System): Promise<RoundFigures> {
   const host = await spawnHost(system, hostEntries[system]);
   try {
     await measure(host, 0.05);
-    return await measure(host);
+    const figures = await measure(host);
+    const frontDoor = await frontDoorCost(host);
+    return frontDoor === undefined ? figures : { ...figures, frontDoor };
   } finally {
     await host.stop();
   }
@@ -298,6 +303,7 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
       for (const f of failed) log(`    ${s}: ${f.latency[i]!.failures} request(s) failed, first: ${f.latency[i]!.firstFailure}`);
     }
   });
+  log(frontDoorLine(figures.celld.flatMap((f) => (f.frontDoor === undefined ? [] : [f.frontDoor])), median));
   for (const s of systems) {
     for (const [round, f] of figures[s].entries()) {
       for (const [what, t] of [["sendBatch, cold", f.coldBatch], ["sendBatch, warm", f.batch], ["send()", f.single]] as const) {

@@ -17,7 +17,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { performance } from "node:perf_hooks";
 
 type ChildMessage =
-  | { type: "ready"; url: string }
+  | { type: "ready"; url: string; directUrl?: string }
   | { type: "consumed"; count: number }
   | { type: "loop"; time: LoopTime }
   | { type: "failed"; message: string };
@@ -32,6 +32,8 @@ export interface LoopTime {
 
 export interface ServedHost {
   url: URL;
+  /** celld: where workerd serves the first Worker, behind the front on `url` (bench/front-door.ts). */
+  directUrl?: URL;
   close(): Promise<void>;
 }
 
@@ -87,7 +89,7 @@ export function serveHost(start: HostStarter): void {
     stop();
   });
   starting.then(
-    (host) => send({ type: "ready", url: host.url.href } satisfies ChildMessage),
+    (host) => send({ type: "ready", url: host.url.href, directUrl: host.directUrl?.href } satisfies ChildMessage),
     (error: unknown) => {
       const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
       send({ type: "failed", message } satisfies ChildMessage, () => process.exit(1));
@@ -98,6 +100,8 @@ export function serveHost(start: HostStarter): void {
 export interface HostProcess {
   readonly name: string;
   readonly url: URL;
+  /** See ServedHost.directUrl. */
+  readonly directUrl: URL | undefined;
   /** The host's Node process (its workerd runs beneath it). */
   readonly pid: number;
   /** Messages consumed (acked) since the host started. */
@@ -149,11 +153,13 @@ export async function spawnHost(
   let waiters: Waiter[] = [];
   // Answers come in the order asked: one channel, one thread answering.
   let loopAsks: Array<{ resolve: (time: LoopTime) => void; reject: (error: Error) => void }> = [];
+  let directUrl: URL | undefined;
   const url = await new Promise<URL>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${startTimeoutMs} ms`)), startTimeoutMs);
     child.on("message", (message: ChildMessage) => {
       if (message.type === "ready") {
         clearTimeout(timer);
+        if (message.directUrl !== undefined) directUrl = new URL(message.directUrl);
         resolve(new URL(message.url));
       } else if (message.type === "failed") {
         clearTimeout(timer);
@@ -189,6 +195,7 @@ export async function spawnHost(
   return {
     name,
     url,
+    directUrl,
     pid: child.pid!,
     get consumed() {
       return consumed;

@@ -32,11 +32,17 @@ export function driver(host: HostProcess, connections: number): Driver {
 async function post(d: Driver, path: string): Promise<string> {
   const { statusCode, body } = await d.pool.request({ path, method: "POST" });
   const text = await body.text();
-  if (statusCode !== 200) throw new Error(`${d.host.name}: POST ${path} answered ${statusCode}: ${text.slice(0, 300)}`);
+  if (statusCode !== 200) {
+    const error = new Error(`${d.host.name}: POST ${path} answered ${statusCode}: ${text.slice(0, 300)}`);
+    // celld's front answers 502 where workerd reset the connection a send went out on: the same
+    // event a client talking to workerd directly sees as ECONNRESET, and sent again alike.
+    if (statusCode === 502 && text.startsWith("celld: the Worker")) Object.assign(error, { code: "UPSTREAM_RESET" });
+    throw error;
+  }
   return text;
 }
 
-const connectionErrors = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET"]);
+const connectionErrors = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UPSTREAM_RESET"]);
 
 /**
  * A request whose connection was reset is sent once more, as a producer would: once in a long
