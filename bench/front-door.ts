@@ -118,3 +118,27 @@ export function frontDoorLine(rounds: readonly FrontDoorFigures[], median: (valu
     `${ms(med((f) => f.direct.p50))}/${ms(med((f) => f.direct.p99))}`
   );
 }
+
+/**
+ * `npm run bench front`: the front door's part of the host bench alone, on a celld host started
+ * for it (rounds as CELLD_BENCH_ROUNDS, 3 by default), for a quick reading without the queue runs.
+ */
+export async function runFrontDoorBench(log: (line: string) => void = console.log): Promise<void> {
+  const { spawnHost } = await import("./host-process.ts");
+  const { median } = await import("../packages/queue-cell/bench/bench-stats.ts");
+  const { availableParallelism, loadavg } = await import("node:os");
+  const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
+  const figures: FrontDoorFigures[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const host = await spawnHost("celld", new URL("./celld-host.ts", import.meta.url).pathname);
+    try {
+      const f = await frontDoorCost(host);
+      if (f !== undefined) figures.push(f);
+    } finally {
+      await host.stop();
+    }
+  }
+  const [one] = loadavg();
+  log(`front door: ${rounds} round(s), a fresh celld host each; load average ${one!.toFixed(2)} on ${availableParallelism()} cores`);
+  log(frontDoorLine(figures, median));
+}
