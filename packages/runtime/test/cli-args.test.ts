@@ -77,7 +77,7 @@ describe("celld's argument refusals say what to type instead", () => {
       /^--env must be 1 to 63 characters: .*, got "_prod"$/,
     );
     expect(refusal(() => parseKeysArgs(create("--scope", "events:reed"), cwd))).toBe(
-      '--scope: unknown scope "events:reed"; scopes are events:publish, events:write, events:read, metrics:read',
+      '--scope: unknown scope "events:reed"; scopes are events:publish, events:write, events:read, metrics:read, workers:write, workers:read',
     );
     expect(parseKeysArgs(create("--scope", "events:write"), cwd).scopes).toEqual(["events:read", "events:write"]);
   });
