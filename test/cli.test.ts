@@ -411,7 +411,8 @@ test.runIf(process.platform === "linux")("a workerd left running by a killed cel
   first.kill("SIGKILL");
   await first.exited;
   await new Promise((resolve) => setTimeout(resolve, 1_500));
-  expect((await fetch(url!)).status).toBe(200);
+  // Left running: the port celld's front served is free, but workerd still holds its own sockets.
+  for (const c of workerd) expect(() => process.kill(c.pid, 0)).not.toThrow();
 
   const again = run(["dev", "--port", new URL(url!).port], p.dir);
   await waitFor(again, /listening on http:/);
@@ -455,13 +456,12 @@ queues.consumers = [{ queue = "jobs", max_batch_size = 1, max_batch_timeout = 0 
   await fetch(url!, { method: "POST" });
   await waitFor(r, /delivery 1/);
   for (const c of childProcessesOf(r.pid).filter((c) => c.name.startsWith("workerd"))) process.kill(c.pid, "SIGKILL");
-  expect(await r.exited).toBe(1);
-  expect(r.output()).toContain("counts as a failed delivery");
-
-  const again = run(["dev", "--port", "0"], p.dir);
-  await waitFor(again, /delivery 2/);
-  again.kill("SIGTERM");
-  expect(await again.exited).toBe(0);
+  // celld starts workerd again (test/workerd-supervision.test.ts), and the batch that was running
+  // comes back counted: the next delivery is attempt 2.
+  await waitFor(r, /exited unexpectedly/);
+  await waitFor(r, /delivery 2/, 60_000);
+  r.kill("SIGTERM");
+  expect(await r.exited).toBe(0);
 });
 
 test("unknown flags and commands get the usage text, and the name they were probably meant to be", async () => {
