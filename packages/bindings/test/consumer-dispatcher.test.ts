@@ -31,6 +31,8 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+// A pause for the dispatcher's own async steps (cell commits, the next lease). Checks of what it
+// leads to poll (expect.poll) rather than trust 20 ms, which a loaded machine does not honour.
 const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 20));
 
 /**
@@ -92,7 +94,7 @@ test("a batch that fills is delivered at once, and what arrives meanwhile is lef
   await settle();
   await send(cell, "b");
   await settle();
-  expect(await cell.counts()).toMatchObject({ leased: 1, ready: 1 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 1, ready: 1 });
   await send(cell, "c", "d");
   await settle();
   expect(batches).toEqual([["a", "b", "c"]]);
@@ -144,18 +146,18 @@ test("batches stop starting once the bytes in flight reach the budget, and start
   await send(cell, ...Array.from({ length: 8 }, () => bodyOf(1_000)));
   await settle();
   // 0, 1,000 and 2,000 bytes in flight were under the budget; at 3,000 the next waits, unleased.
-  expect(d.batchesInFlight).toBe(3);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(3);
   expect(budget.bytes).toBe(3_000);
-  expect(await cell.counts()).toMatchObject({ leased: 3, ready: 5 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 3, ready: 5 });
   held.shift()!();
   await settle();
-  expect(d.batchesInFlight).toBe(3);
-  expect(await cell.counts()).toMatchObject({ leased: 3, ready: 4 });
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(3);
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 3, ready: 4 });
   while (held.length > 0) {
     held.shift()!();
     await settle();
   }
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 0 });
   expect(budget.bytes).toBe(0);
 });
 
@@ -164,14 +166,14 @@ test("a batch larger than the whole budget still runs, alone", async () => {
   const { cell, held, dispatcher: d } = await holding("huge", budget, { maxBatchSize: 2 });
   await send(cell, bodyOf(1_000), bodyOf(1_000), bodyOf(1_000));
   await settle();
-  expect(d.batchesInFlight).toBe(1);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(1);
   expect(budget.bytes).toBe(2_000);
   held.shift()!();
   await settle();
-  expect(d.batchesInFlight).toBe(1);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(1);
   held.shift()!();
   await settle();
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 0 });
 });
 
 test("consumers share one budget; one with nothing running still starts a batch, and is woken by another's room", async () => {
@@ -201,11 +203,11 @@ test("stop() ends a wait for room at once", async () => {
   const { cell, held, dispatcher: d } = await holding("big", budget, {});
   await send(cell, bodyOf(1_000), bodyOf(1_000));
   await settle();
-  expect(d.batchesInFlight).toBe(1);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(1);
   // Its running batch never settles: only stop() can end the wait (and it hands the batch back).
   await d.stop();
   expect(held).toHaveLength(1);
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 2 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 2 });
 }, 10_000);
 
 /** Starts `dispatcher` on `cell` with batches of up to 10 sent at once; returns its error log. */
@@ -243,7 +245,7 @@ test("a handler that could not be run costs no attempt: the batch goes back and 
   // Logged after the release commits.
   await until(() => errors.length === 1, "the first error");
   expect(invoked).toEqual([{ at: start, attempts: [1] }]);
-  expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 1, leased: 0 });
   expect(errors).toEqual([
     'queue "jobs": the queue() handler could not be run; its 1 message(s) are back in the queue, their attempt not counted; the next batch in 1 s',
   ]);
@@ -263,7 +265,7 @@ test("a handler that could not be run costs no attempt: the batch goes back and 
   clock.advance(1);
   await settle();
   expect(invoked[2]).toEqual({ at: start + 3_000, attempts: [1] });
-  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 0, leased: 0 });
 });
 
 test("a batch whose answer never came (workerd died while it ran) counts as a failed delivery", async () => {
@@ -278,7 +280,7 @@ test("a batch whose answer never came (workerd died while it ran) counts as a fa
   await settle();
   // Retried at once, no back-off; after its second delivery it is gone (max deliveries 2).
   expect(attempts).toEqual([[1], [2]]);
-  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 0, leased: 0 });
   expect(errors).toEqual([
     'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 1 of 1 message(s) will be retried',
     'queue "jobs": the queue() handler did not answer (workerd may have ended while it ran) and counts as a failed delivery; 0 of 1 message(s) will be retried; 1 had no retries left and was deleted (the consumer names no dead_letter_queue)',
@@ -300,7 +302,7 @@ test("a batch cut off as the host stops is handed back uncounted, unless workerd
     d.start();
     await send(cell, "x");
     await settle();
-    expect(await cell.counts()).toMatchObject({ leased: 1 });
+    await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 1 });
     if (workerdDied) d.runtimeExited();
     // The host stops first; the batch's connection breaks after (Ctrl-C reaches workerd too).
     const stopping = d.stop(5_000);
@@ -347,26 +349,26 @@ async function backlogged(queue: string, count: number, settings: Partial<Consum
 test("with a backlog of full batches, up to four are leased together and run at once", async () => {
   const { cell, held, dispatcher: d, leases } = await backlogged("backlog", 100, { maxBatchSize: 10, maxConcurrency: 10 }, new InFlightBudget(1_000_000), 10);
   // The first lease finds no batch size to go by: it goes alone. Then four at a time, up to ten.
-  expect(d.batchesInFlight).toBe(10);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(10);
   expect(leases.mostAtOnce).toBe(4);
-  expect(await cell.counts()).toMatchObject({ leased: 100, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 100, ready: 0 });
   while (held.length > 0) {
     held.shift()!();
     await settle();
   }
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 0 });
 });
 
 test("batches leased together are never more than the free slots, and only full ones", async () => {
   const { cell, held, dispatcher: d, leases } = await backlogged("slots", 35, { maxBatchSize: 10, maxConcurrency: 3 }, new InFlightBudget(1_000_000), 3);
-  expect(d.batchesInFlight).toBe(3);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(3);
   expect(leases.mostAtOnce).toBe(2);
-  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 5 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 30, ready: 5 });
   // One slot frees: 5 are left, less than a batch, so one lease waits for the window (0 s here).
   held.shift()!();
   await settle();
   expect(leases.mostAtOnce).toBe(2);
-  expect(await cell.counts()).toMatchObject({ leased: 25, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 25, ready: 0 });
 });
 
 test("batches leased together fit the in-flight budget, judged by the last batch's bytes a message", async () => {
@@ -375,9 +377,9 @@ test("batches leased together fit the in-flight budget, judged by the last batch
   const { cell, dispatcher: d, leases } = await backlogged("sized", 50, { maxBatchSize: 5, maxConcurrency: 10 }, budget, 5, 100);
   // One alone (no size known yet), then four together: 2,500 bytes, and no room for more.
   expect(leases.mostAtOnce).toBe(4);
-  expect(d.batchesInFlight).toBe(5);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(5);
   expect(budget.bytes).toBe(2_500);
-  expect(await cell.counts()).toMatchObject({ leased: 25, ready: 25 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 25, ready: 25 });
 });
 
 test("a batch leased alongside that comes back short is handed back, its attempt not counted", async () => {
@@ -397,11 +399,11 @@ test("a batch leased alongside that comes back short is handed back, its attempt
   // The first batch (10) went alone; then 20 looked ready, and the extra lease found 5. It gave
   // them back rather than run a short batch: the next batch took them and waits out its window.
   expect(await other).toHaveLength(15);
-  expect(d.batchesInFlight).toBe(1);
-  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 0 });
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(1);
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 30, ready: 0 });
   clock.advance(30_000);
   await settle();
-  expect(d.batchesInFlight).toBe(2);
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(2);
   await d.stop();
   const handedBack = await cell.lease({ max: 100 });
   // The other 15 are still leased. No delivery by the dispatcher counted (the short lease's
@@ -446,7 +448,7 @@ test("a settle that fails is logged, not thrown: the consumer goes on, and the b
     'queue "jobs": the outcome of the queue() handler could not be recorded; its 1 message(s) stay leased until the lease ends, ' +
       "within 960 s, and then come back, that delivery counted as failed: the queue's storage failed: injected",
   ]);
-  expect(await cell.counts()).toMatchObject({ leased: 1, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 1, ready: 0 });
   await send(cell, "b");
   await settle();
   expect(seen).toEqual([{ body: "a", attempt: 1 }, { body: "b", attempt: 1 }]);
@@ -454,7 +456,7 @@ test("a settle that fails is logged, not thrown: the consumer goes on, and the b
   clock.advance(960_000);
   await settle();
   expect(seen).toEqual([{ body: "a", attempt: 1 }, { body: "b", attempt: 1 }, { body: "a", attempt: 2 }]);
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 0 });
 });
 
 test("a lease that fails is logged and tried again after 1 s, doubling, and a lease that works resets the wait", async () => {
@@ -517,13 +519,13 @@ test("a batch leased beside one whose lease fails is still run, and the rest fol
   const { dispatcher: d } = await holding("beside", new InFlightBudget(1_000_000), { maxBatchSize: 10, maxConcurrency: 10 }, errors);
   await settle();
   expect(leases).toBeGreaterThanOrEqual(3);
-  expect(d.batchesInFlight).toBe(2);
-  expect(await cell.counts()).toMatchObject({ leased: 20, ready: 10 });
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(2);
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 20, ready: 10 });
   expect(errors).toEqual(['queue "beside": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
   clock.advance(1_000);
   await settle();
-  expect(d.batchesInFlight).toBe(3);
-  expect(await cell.counts()).toMatchObject({ leased: 30, ready: 0 });
+  await expect.poll(() => d.batchesInFlight, { timeout: 5_000 }).toBe(3);
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 30, ready: 0 });
 });
 
 test("a batch whose filling lease fails goes out with what it holds", async () => {
@@ -544,7 +546,7 @@ test("a batch whose filling lease fails goes out with what it holds", async () =
   await settle();
   expect(batches).toEqual([["a"]]);
   expect(errors).toEqual(['queue "jobs": could not take the next batch from the queue; trying again in 1 s: the queue\'s storage failed: injected']);
-  expect(await cell.counts()).toMatchObject({ leased: 0, ready: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ leased: 0, ready: 0 });
 });
 
 test("an invocation that outlives the wall time has its signal aborted, and counts as one failed delivery", async () => {
@@ -627,7 +629,7 @@ test("paused delivery starts no batch, hands back what a waiting lease took, and
   await settle();
   expect(batches).toEqual([["a"]]);
   await until(() => true, "nothing");
-  expect(await cell.counts()).toMatchObject({ ready: 1, leased: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 1, leased: 0 });
   await send(cell, "c");
   await settle();
   expect(batches).toEqual([["a"]]);
@@ -635,5 +637,5 @@ test("paused delivery starts no batch, hands back what a waiting lease took, and
   await until(() => batches.flat().length === 3, "the batches after resume");
   expect(batches.slice(1).flat().sort()).toEqual(["b", "c"]);
   // Each went once: the lease handed back during the pause was not a delivery.
-  expect(await cell.counts()).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+  await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 0, leased: 0, dead: 0 });
 });
