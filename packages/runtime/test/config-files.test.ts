@@ -35,6 +35,7 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         consumers: [
           {
             queue: "jobs",
+            type: "worker",
             maxBatchSize: 50,
             maxBatchTimeoutSeconds: 2,
             maxRetries: 5,
@@ -52,6 +53,7 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         durableObjectClasses: [{ className: "Counter", storage: "kv" }],
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
         crons: ["*/5 * * * *", "0 18 * * FRIL"],
+        routes: [],
         define: { "process.env.MODE": '"production"' },
         alias: { "node-fetch": "./src/fetch-shim.js" },
         moduleRules: [{ type: "Text", globs: ["**/*.md"], fallthrough: true }],
