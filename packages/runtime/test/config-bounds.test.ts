@@ -151,6 +151,7 @@ describe("defaults", () => {
     expect(worker?.consumers).toEqual([
       {
         queue: "q",
+        type: "worker",
         maxBatchSize: limits.maxBatchSizeDefault,
         maxBatchTimeoutSeconds: limits.batchTimeoutSecondsDefault,
         maxRetries: limits.maxRetriesDefault,
