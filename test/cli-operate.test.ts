@@ -54,7 +54,7 @@ async function stop(dev: Run): Promise<void> {
 test("celld dev --log-format json --log-requests --metrics-public: JSON lines, batch and request lines, exact counters", async () => {
   const p = queueProject();
   const dev = run(["dev", "--port", "0", "--api-port", "0", "--log-requests", "--log-format", "json", "--metrics-public"], p.dir);
-  const [, workerUrl] = await waitFor(dev, /"message":"Worker \\"app\\" listening on (http:\/\/[^"\s]+)"/);
+  const [, workerUrl] = await waitFor(dev, /"message":"Worker \\"app\\" listening on (http:\/\/[^"\s]+)/);
   const [, api] = await waitFor(dev, /"message":"queues API listening on (http:\/\/\S+)\/v1/);
   try {
     const sent = await request(`${workerUrl}send?n=12`);
