@@ -56,6 +56,8 @@ export async function runHost(
     batchBytesInFlightMax?: number;
     workerdV8Flags?: readonly string[];
     openFilesLimit?: number;
+    /** The Workers port's connection maximum; else sized from openFilesLimit's descriptor budget. */
+    connectionsMax?: number;
     triggerHandlers?: boolean;
     onRuntimeExit?: (reason: string) => void;
   } = {},
@@ -74,6 +76,7 @@ export async function runHost(
     consumerBatchBytesInFlightMax: options.batchBytesInFlightMax,
     workerdV8Flags: options.workerdV8Flags,
     openFilesLimit: options.openFilesLimit,
+    connectionsMax: options.connectionsMax,
     triggerHandlers: options.triggerHandlers,
     onRuntimeExit: options.onRuntimeExit,
     onBatch: (report) => batches.push(report),

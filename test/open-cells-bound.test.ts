@@ -19,7 +19,7 @@ test("the host keeps open only the cells that fit half the open-files limit, and
     "worker.js": "export default { async fetch() { return new Response('ok'); } };",
   });
   // 40 descriptors: half of them, at 5 a cell, is 4 cells.
-  const running = await runHost([config], p.dataDir, { openFilesLimit: 40 });
+  const running = await runHost([config], p.dataDir, { openFilesLimit: 40, connectionsMax: 8 });
   expect(running.log.lines.filter((line) => line.includes("open-files limit"))).toEqual([
     "info: the open-files limit is 40, so at most 4 queues stay open at once, not 1000 (each holds about 5 descriptors; " +
       "idle ones close and reopen on use); to keep more open, raise the limit: ulimit -n before celld, or LimitNOFILE= in its systemd unit",
@@ -49,7 +49,7 @@ test("more consumed queues than the bound allows is warned of at start, with the
     "worker.js": "export default { async fetch() { return new Response('ok'); }, async queue() {} };",
   });
   // 40 descriptors: room for 4 open queues; the five consumed ones stay open regardless.
-  const running = await runHost([config], p.dataDir, { openFilesLimit: 40 });
+  const running = await runHost([config], p.dataDir, { openFilesLimit: 40, connectionsMax: 8 });
   expect(running.log.lines.filter((line) => line.startsWith("warn: ") && line.includes("open-files limit"))).toEqual([
     "warn: 5 queues have consumers, which keep them open, but the open-files limit of 40 leaves room for 4: celld may run " +
       "out of descriptors, and sends then fail; raise the limit to at least 50: ulimit -n before celld, or LimitNOFILE= in its systemd unit",
