@@ -31,6 +31,22 @@ export function readPage(query: URLSearchParams, sizeDefault: number, sizeMax: n
   return { size, after };
 }
 
+/**
+ * A page of a list ordered by a cell's sequence numbers (dead letters, waiting messages): its token
+ * is the last sequence number shown, 0 before the first page.
+ */
+export function readSeqPage(query: URLSearchParams, sizeDefault: number, sizeMax: number): { page: PageRequest; afterSeq: number } {
+  const page = readPage(query, sizeDefault, sizeMax);
+  const afterSeq = page.after === "" ? 0 : Number(page.after);
+  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+    throw new ApiError("invalid_argument", "page_token is not a token this list returned", {
+      field: "page_token",
+      bound: "a next_page_token from the previous page",
+    });
+  }
+  return { page, afterSeq };
+}
+
 export function pageTokenAfter(position: string): string {
   return Buffer.from(`p1:${position}`).toString("base64url");
 }

@@ -4,7 +4,7 @@ import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
 import { ApiError } from "../wire/api-error.ts";
 import { describe, readObject, requiredMember } from "./fields.ts";
 import { withMember } from "../wire/json-source.ts";
-import { pageTokenAfter, readPage } from "./paging.ts";
+import { pageTokenAfter, readSeqPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
 import { formatMs, instantToMs, parseRfc3339 } from "../wire/timestamps.ts";
@@ -37,14 +37,7 @@ const purgeScopeBound = '"dead_letters" or "all"';
 
 async function listDeadLetters(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const page = readPage(ctx.query, apiLimits.deadLetterPageSizeDefault, apiLimits.deadLetterPageSizeMax);
-  const afterSeq = page.after === "" ? 0 : Number(page.after);
-  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
-    throw new ApiError("invalid_argument", "page_token is not a token this list returned", {
-      field: "page_token",
-      bound: "a next_page_token from the previous page",
-    });
-  }
+  const { page, afterSeq } = readSeqPage(ctx.query, apiLimits.deadLetterPageSizeDefault, apiLimits.deadLetterPageSizeMax);
   return ctx.deps.directory.withCell(name, async (cell, row) => {
     const dead = await cell.listDead({ afterSeq, limit: page.size + 1 });
     const shown = dead.slice(0, page.size);

@@ -1,8 +1,7 @@
 import { apiLimits } from "./api-limits.ts";
 import { eventFromStored, eventToJsonText } from "./cloudevents.ts";
-import { ApiError } from "../wire/api-error.ts";
 import { withMember } from "../wire/json-source.ts";
-import { pageTokenAfter, readPage } from "./paging.ts";
+import { pageTokenAfter, readSeqPage } from "./paging.ts";
 import { queueNameOf } from "./routes-queues.ts";
 import type { Reply, Route, RouteContext } from "./router.ts";
 import { formatMs } from "../wire/timestamps.ts";
@@ -28,14 +27,7 @@ export const peekRoutes: Route[] = [
 
 async function peekMessages(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
-  const page = readPage(ctx.query, apiLimits.deadLetterPageSizeDefault, apiLimits.deadLetterPageSizeMax);
-  const afterSeq = page.after === "" ? 0 : Number(page.after);
-  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
-    throw new ApiError("invalid_argument", "page_token is not a token this list returned", {
-      field: "page_token",
-      bound: "a next_page_token from the previous page",
-    });
-  }
+  const { page, afterSeq } = readSeqPage(ctx.query, apiLimits.deadLetterPageSizeDefault, apiLimits.deadLetterPageSizeMax);
   return ctx.deps.directory.withCell(name, async (cell, row) => {
     const nowMs = cell.now();
     const waiting = await cell.peekReady({ afterSeq, limit: page.size + 1 });
