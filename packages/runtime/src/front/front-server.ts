@@ -1,4 +1,4 @@
-import { Agent, createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import type { AddressInfo, Socket } from "node:net";
 import type { Clock } from "@celld/queue-cell";
@@ -81,17 +81,8 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0 },
     unreachable: 0,
   };
-  let lastUnreachableLine = -Infinity;
-  const unreachable = (worker: string, error: NodeJS.ErrnoException): string => {
-    stats.unreachable++;
-    const now = Date.now();
-    if (now - lastUnreachableLine >= 60_000) {
-      lastUnreachableLine = now;
-      options.warn(`--port: Worker "${worker}" could not be reached inside workerd (${error.code ?? error.message}); answering 502 (said once a minute)`);
-    }
-    return `celld: the Worker "${worker}" could not be reached (${error.code ?? "connection failed"}); try again\n`;
-  };
-  const choose = (req: IncomingMessage): { worker: string; upstream: Upstream | undefined } | undefined => {
+  const unreachable = unreachableReporter(stats, options.warn);
+  const choose = (req: IncomingMessage): Chosen | undefined => {
     if (router === undefined) return undefined;
     const choice = router.route(req.headers.host, req.url ?? "/");
     stats.requests[choice.reason]++;
@@ -118,6 +109,61 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       });
     },
   );
+  const upgraded = forwardUpgrades(server, choose, stats, unreachable);
+  const guard = new ConnectionGuard(server, {
+    name: "--port",
+    max: options.connectionsMax,
+    idleMs: options.idleMs ?? frontDefaults.idleMs,
+    clock: options.clock,
+    report: options.warn,
+  }).startSweeping();
+  stats.connections = guard.stats;
+
+  const url = await listen(server, options.host, options.port);
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    stats,
+    guard,
+    setUpstreams(next) {
+      upstreams = next;
+    },
+    setRouter(next) {
+      router = next;
+    },
+    close() {
+      closing ??= closeFront(server, upgraded, guard, agent);
+      return closing;
+    },
+  };
+}
+
+interface Chosen {
+  worker: string;
+  upstream: Upstream | undefined;
+}
+
+/** Counts a Worker that could not be reached, says so once a minute, and gives the client's answer. */
+function unreachableReporter(stats: FrontStats, warn: (line: string) => void): (worker: string, error: NodeJS.ErrnoException) => string {
+  let lastLine = -Infinity;
+  return (worker, error) => {
+    stats.unreachable++;
+    const now = Date.now();
+    if (now - lastLine >= 60_000) {
+      lastLine = now;
+      warn(`--port: Worker "${worker}" could not be reached inside workerd (${error.code ?? error.message}); answering 502 (said once a minute)`);
+    }
+    return `celld: the Worker "${worker}" could not be reached (${error.code ?? "connection failed"}); try again\n`;
+  };
+}
+
+/** Joins WebSocket upgrades to the chosen Worker; returns the open upgraded sockets, for close. */
+function forwardUpgrades(
+  server: Server,
+  choose: (req: IncomingMessage) => Chosen | undefined,
+  stats: FrontStats,
+  unreachable: (worker: string, error: NodeJS.ErrnoException) => string,
+): Set<Socket> {
   // Node's closeAllConnections leaves upgraded sockets alone: close() ends them itself.
   const upgraded = new Set<Socket>();
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -139,52 +185,34 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       socket.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
     });
   });
-  const guard = new ConnectionGuard(server, {
-    name: "--port",
-    max: options.connectionsMax,
-    idleMs: options.idleMs ?? frontDefaults.idleMs,
-    clock: options.clock,
-    report: options.warn,
-  }).startSweeping();
-  stats.connections = guard.stats;
+  return upgraded;
+}
 
+async function listen(server: Server, host: string, port: number): Promise<URL> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen({ host: options.host, port: options.port, exclusive: true }, () => {
+    server.listen({ host, port, exclusive: true }, () => {
       server.off("error", reject);
       resolve();
     });
   });
   const address = server.address() as AddressInfo;
   const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
-  let closing: Promise<void> | undefined;
-  return {
-    url: new URL(`http://${shownHost}:${address.port}/`),
-    stats,
-    guard,
-    setUpstreams(next) {
-      upstreams = next;
-    },
-    setRouter(next) {
-      router = next;
-    },
-    close() {
-      closing ??= (async () => {
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        // The host's close gives in-flight work its grace before it stops workerd; by then the
-        // requests still open cannot be answered, so their connections go too.
-        setTimeout(() => {
-          server.closeAllConnections();
-          for (const socket of upgraded) socket.destroy();
-        }, 1_000).unref();
-        await closed;
-        guard.stop();
-        agent.destroy();
-      })();
-      return closing;
-    },
-  };
+  return new URL(`http://${shownHost}:${address.port}/`);
+}
+
+async function closeFront(server: Server, upgraded: Set<Socket>, guard: ConnectionGuard, agent: Agent): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  // The host's close gives in-flight work its grace before it stops workerd; by then the
+  // requests still open cannot be answered, so their connections go too.
+  setTimeout(() => {
+    server.closeAllConnections();
+    for (const socket of upgraded) socket.destroy();
+  }, 1_000).unref();
+  await closed;
+  guard.stop();
+  agent.destroy();
 }
 
 function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, worker: string, tell: (request: FrontRequest) => void): void {
