@@ -37,8 +37,9 @@ function worker(name: string, code: string, extra: Partial<WorkerConfig> = {}): 
 
 describe("checkWorkersStart (real workerd, no storage)", () => {
   it("passes Workers that start, a binding to a Worker not deployed included (the host's stand-in)", async () => {
-    await expect(checkWorkersStart([worker("fine", "export default { fetch() { return new Response('x') } }")])).resolves.toBeUndefined();
-    await expect(checkWorkersStart([worker("lonely", "export default {}", { services: [{ binding: "OTHER", service: "ghost" }] })])).resolves.toBeUndefined();
+    const built = await checkWorkersStart([worker("fine", "export default { fetch() { return new Response('x') } }")]);
+    expect([...built.keys()]).toEqual(["fine"]);
+    await expect(checkWorkersStart([worker("lonely", "export default {}", { services: [{ binding: "OTHER", service: "ghost" }] })])).resolves.toBeDefined();
   });
 
   it.each([

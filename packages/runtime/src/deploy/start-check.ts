@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { Miniflare, type WorkerOptions } from "miniflare";
-import { bundleWorker, isBundleError, type BundleMessage } from "../bundle/bundle.ts";
+import { bundleWorker, isBundleError, type BundleMessage, type WorkerBundle } from "../bundle/bundle.ts";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { AbsentWorkers } from "../host/absent-workers.ts";
 import { isRuntimeFailure } from "../workerd/runtime-start.ts";
@@ -15,16 +15,19 @@ import { DeployError } from "./deploy-errors.ts";
  * ones: a syntax error, a module that throws at its top level, an unknown compatibility flag, a
  * named entrypoint its Worker does not export. workerd's own words are the error's message,
  * as Cloudflare's validation answers with the script's "Uncaught Error". Nothing here touches the
- * data directory, so this can run while the deployed Workers serve.
+ * data directory, so this can run while the deployed Workers serve. Returns the plain bundles it
+ * built, by Worker name, so that the start that follows does not build them again.
  */
-export async function checkWorkersStart(workers: readonly WorkerConfig[]): Promise<void> {
+export async function checkWorkersStart(workers: readonly WorkerConfig[]): Promise<ReadonlyMap<string, WorkerBundle>> {
   const options: WorkerOptions[] = [];
+  const bundles = new Map<string, WorkerBundle>();
   // A binding to a Worker not deployed here gets the host's stand-in, as when it runs.
   const deployment: Deployment = { workers: [...workers], queues: [], warnings: [] };
   const absent = new AbsentWorkers(deployment);
   for (const worker of workers) {
     try {
       const bundle = await bundleWorker(worker);
+      bundles.set(worker.name, bundle);
       options.push(workerOptions(worker, bundle, () => undefined, absent));
     } catch (error) {
       if (!isBundleError(error)) throw error;
@@ -56,6 +59,7 @@ export async function checkWorkersStart(workers: readonly WorkerConfig[]): Promi
   } finally {
     await mf.dispose().catch(() => undefined);
   }
+  return bundles;
 }
 
 /** `index.js:3:5: Expected "}"`: the module's own name, not where the data directory keeps it. */

@@ -1,10 +1,11 @@
 import { Agent, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import type { AddressInfo, Socket } from "node:net";
-import type { Clock } from "@celld/queue-cell";
+import { systemClock, type Clock } from "@celld/queue-cell";
 import { ConnectionGuard, type ConnectionStats } from "./connection-guard.ts";
 import { frontUpstreamSocketsMax } from "./descriptor-budget.ts";
 import { forwardRequest, forwardUpgrade, type Upstream } from "./http-proxy.ts";
+import { RequestHold, type RequestHoldBounds } from "./request-hold.ts";
 import type { RouteReason, WorkerRouter } from "./worker-router.ts";
 
 /**
@@ -21,6 +22,8 @@ export interface FrontStats {
   requests: Record<RouteReason, number>;
   /** Answered 502/503 by the front: the Worker's socket could not be reached (workerd down or restarting). */
   unreachable: number;
+  /** Requests that waited while the Workers were swapped (holdRequests), and those refused 503 for waiting too long. */
+  readonly held: { readonly total: number; readonly refused: number };
 }
 
 export interface FrontOptions {
@@ -41,6 +44,8 @@ export interface FrontOptions {
   warn: (line: string) => void;
   /** Told of each request once answered, with the Worker chosen (`celld dev --log-requests`). */
   onAnswered?: (request: FrontRequest) => void;
+  /** How many requests, and for how long, holdRequests may keep waiting (requestHoldDefaults). */
+  hold?: RequestHoldBounds;
 }
 
 export interface FrontRequest {
@@ -60,6 +65,15 @@ export interface Front {
   setUpstreams(upstreams: ReadonlyMap<string, Upstream>): void;
   /** Routes by another deployment's Workers (`celld serve` after a deploy); undefined: none deployed. */
   setRouter(router: WorkerRouter | undefined): void;
+  /**
+   * New requests (and upgrades) wait, unanswered, until releaseRequests; those already forwarded
+   * go on. `celld serve`'s swap holds while it hands storage from one workerd to the next.
+   */
+  holdRequests(): void;
+  /** The held requests go where the router and upstreams point now. */
+  releaseRequests(): void;
+  /** Resolves once every forwarded request has been answered (or cut). */
+  requestsDone(): Promise<void>;
   /** Stops listening, closes idle keep-alive connections, waits for open requests to end. */
   close(): Promise<void>;
 }
@@ -76,10 +90,19 @@ export async function startFront(options: FrontOptions): Promise<Front> {
   let router = options.router;
   // One pool for every Worker: Node keys its sockets by host:port, so each Worker gets its own.
   const agent = new Agent({ keepAlive: true, maxSockets: frontUpstreamSocketsMax, maxFreeSockets: frontUpstreamSocketsMax, scheduling: "lifo" });
+  const hold = new RequestHold(options.clock ?? systemClock, options.hold);
   const stats: FrontStats = {
     connections: { open: 0, accepted: 0, refused: 0, evicted: 0, idleClosed: 0 },
     requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0 },
     unreachable: 0,
+    held: {
+      get total() {
+        return hold.heldTotal;
+      },
+      get refused() {
+        return hold.refusedTotal;
+      },
+    },
   };
   const unreachable = unreachableReporter(stats, options.warn);
   const choose = (req: IncomingMessage): Chosen | undefined => {
@@ -98,18 +121,23 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       connectionsCheckingInterval: 1_000,
     },
     (req: IncomingMessage, res: ServerResponse) => {
-      const chosen = choose(req);
-      if (chosen === undefined) return noneDeployed(res);
-      const { worker, upstream } = chosen;
-      if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
-      if (upstream === undefined) return notRunning(res, worker, stats);
-      forwardRequest(req, res, upstream, agent, (error) => {
-        res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
-        res.end(unreachable(worker, error));
-      });
+      // During a swap the request waits here; it is routed when it runs, by the router then.
+      hold.admit(() => {
+        if (res.destroyed) return;
+        const chosen = choose(req);
+        if (chosen === undefined) return noneDeployed(res);
+        const { worker, upstream } = chosen;
+        if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
+        if (upstream === undefined) return notRunning(res, worker, stats);
+        res.once("close", hold.forwarded());
+        forwardRequest(req, res, upstream, agent, (error) => {
+          res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
+          res.end(unreachable(worker, error));
+        });
+      }, () => heldTooLong(res));
     },
   );
-  const upgraded = forwardUpgrades(server, choose, stats, unreachable);
+  const upgraded = forwardUpgrades(server, choose, stats, unreachable, hold);
   const guard = new ConnectionGuard(server, {
     name: "--port",
     max: options.connectionsMax,
@@ -131,7 +159,18 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     setRouter(next) {
       router = next;
     },
+    holdRequests() {
+      hold.hold();
+    },
+    releaseRequests() {
+      hold.release();
+    },
+    requestsDone() {
+      return hold.drained();
+    },
     close() {
+      // Requests held for a swap that will not finish are answered (503: nothing runs).
+      hold.release();
       closing ??= closeFront(server, upgraded, guard, agent);
       return closing;
     },
@@ -163,12 +202,21 @@ function forwardUpgrades(
   choose: (req: IncomingMessage) => Chosen | undefined,
   stats: FrontStats,
   unreachable: (worker: string, error: NodeJS.ErrnoException) => string,
+  hold: RequestHold,
 ): Set<Socket> {
   // Node's closeAllConnections leaves upgraded sockets alone: close() ends them itself.
   const upgraded = new Set<Socket>();
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     upgraded.add(socket);
     socket.once("close", () => upgraded.delete(socket));
+    hold.admit(
+      () => {
+        if (!socket.destroyed) upgrade(req, socket, head);
+      },
+      () => socket.end("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"),
+    );
+  });
+  const upgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const chosen = choose(req);
     if (chosen === undefined) {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
@@ -184,7 +232,7 @@ function forwardUpgrades(
       const body = unreachable(worker, error);
       socket.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
     });
-  });
+  };
   return upgraded;
 }
 
@@ -223,6 +271,12 @@ function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, worker: s
 function noneDeployed(res: ServerResponse): void {
   res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
   res.end("celld: no Worker is deployed here yet (wrangler deploy to the API port deploys one)\n");
+}
+
+function heldTooLong(res: ServerResponse): void {
+  if (res.destroyed) return;
+  res.writeHead(503, { "content-type": "text/plain; charset=utf-8", "retry-after": "1" });
+  res.end("celld: the Workers are being replaced and this request waited too long; try again\n");
 }
 
 function notRunning(res: ServerResponse, worker: string, stats: FrontStats): void {

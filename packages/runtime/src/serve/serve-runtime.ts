@@ -1,4 +1,6 @@
+import { performance } from "node:perf_hooks";
 import type { CellRegistry } from "@celld/queue-cell";
+import type { WorkerBundle } from "../bundle/bundle.ts";
 import type { WorkerConfig } from "../config/index.ts";
 import { queuesOf } from "../config/model.ts";
 import { DeployError } from "../deploy/deploy-errors.ts";
@@ -13,8 +15,8 @@ export interface ServeRuntimeOptions {
   dataDir: string;
   /** Held by `celld serve` for its whole life, across every start of the Workers. */
   registry: CellRegistry;
-  /** `--port`, which outlives every start of the Workers. */
-  front: Pick<Front, "setRouter" | "setUpstreams">;
+  /** `--port`, which outlives every start of the Workers; it holds requests while they are swapped. */
+  front: Pick<Front, "setRouter" | "setUpstreams" | "holdRequests" | "releaseRequests" | "requestsDone">;
   log: HostLog;
   /** How long in-flight batches of the Workers being replaced may run before they are handed back. */
   graceMs: number;
@@ -23,18 +25,42 @@ export interface ServeRuntimeOptions {
   afterRun?: () => void;
 }
 
+/** How long each stage of the last swap took, in ms (the bench and the log line print them). */
+export interface SwapTimes {
+  /** The new Workers built and started once, with no storage, while the old ones serve on. */
+  checkMs: number;
+  /** New requests held at the front while those in flight finish on the old Workers. */
+  drainMs: number;
+  /** The old workerd stopped: batches in flight finish (within the grace), storage closed. */
+  stopMs: number;
+  /** The new workerd started on the same storage, consumers and cron started. */
+  startMs: number;
+  /** drain + stop + start: how long a request arriving as the swap began waited. */
+  heldMs: number;
+}
+
 /**
  * The Workers `celld serve` runs, replaced whole at each deploy. The front door on `--port` and
- * the cells stay; what changes is workerd and the Workers in it. A replacement is checked first in
- * a workerd of its own with no storage (start-check.ts): a Worker that cannot start is refused
- * while the running ones serve on. Then the running Workers are stopped (requests in flight end,
- * batches get their grace) and the new ones started on the same storage: two workerd processes
- * never have KV, D1, R2 or Durable Object files open at once. The cost is a gap in which --port
- * answers 503 with Retry-After (docs/design-notes.md, "celld serve: the swap").
+ * the cells stay; what changes is workerd and the Workers in it. A swap (docs/design-notes.md,
+ * "The swap without a gap"):
+ *
+ * 1. check: the new Workers are built and started once in a workerd of their own with no storage
+ *    (start-check.ts), beside the running ones; one that cannot start is refused and nothing
+ *    else happens;
+ * 2. hold: the front holds new requests; those in flight finish on the old Workers;
+ * 3. stop: the old workerd stops: its queue batches finish (within the grace, then go back to
+ *    their cells), and its KV, D1, R2 and Durable Object files are closed;
+ * 4. start: the new workerd opens the same storage, and the held requests go to it.
+ *
+ * Two workerd processes never have the storage open at once: a test showed that both would
+ * open its SQLite files, and that a Durable Object would then run twice
+ * (test/shared-persist-dir.test.ts). Requests wait during 2-4 rather than fail.
  */
 export class ServeRuntime implements WorkersRuntime {
   private host: Host | undefined;
   private running: WorkerConfig[] = [];
+  /** The stages of the last swap; undefined before the first. */
+  lastSwap: SwapTimes | undefined;
 
   constructor(private readonly options: ServeRuntimeOptions) {}
 
@@ -59,11 +85,32 @@ export class ServeRuntime implements WorkersRuntime {
   }
 
   private async replace(workers: WorkerConfig[]): Promise<void> {
-    if (workers.length > 0) await checkWorkersStart(workers);
-    const previous = this.running;
-    await this.stop();
+    const began = performance.now();
+    const bundles = workers.length > 0 ? await checkWorkersStart(workers) : undefined;
+    const checked = performance.now();
+    const { front, graceMs, log } = this.options;
+    front.holdRequests();
     try {
-      await this.start(workers);
+      // Requests forwarded before the hold finish on the old Workers; one that streams for longer
+      // than the grace is cut when its workerd stops.
+      await Promise.race([front.requestsDone(), delay(graceMs)]);
+      const drained = performance.now();
+      const previous = this.running;
+      await this.stop();
+      const stopped = performance.now();
+      await this.startOrFallBack(workers, previous, bundles);
+      const started = performance.now();
+      this.lastSwap = { checkMs: checked - began, drainMs: drained - checked, stopMs: stopped - drained, startMs: started - stopped, heldMs: started - checked };
+      log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)})`);
+    } finally {
+      front.releaseRequests();
+    }
+  }
+
+  /** Starts `workers`; if they cannot start, starts `previous` again and throws. */
+  private async startOrFallBack(workers: WorkerConfig[], previous: WorkerConfig[], bundles: ReadonlyMap<string, WorkerBundle> | undefined): Promise<void> {
+    try {
+      await this.start(workers, bundles);
     } catch (error) {
       this.options.log.error(`the deployed Workers could not start (${(error as Error).message}); starting those that ran before`);
       await this.start(previous).catch((again: unknown) => {
@@ -82,7 +129,7 @@ export class ServeRuntime implements WorkersRuntime {
     await host?.close(this.options.graceMs);
   }
 
-  private async start(workers: WorkerConfig[]): Promise<void> {
+  private async start(workers: WorkerConfig[], bundles?: ReadonlyMap<string, WorkerBundle>): Promise<void> {
     const { front } = this.options;
     if (workers.length === 0) {
       front.setRouter(undefined);
@@ -96,6 +143,7 @@ export class ServeRuntime implements WorkersRuntime {
       port: 0,
       log: this.options.log,
       cellIdleCloseMs: this.options.cellIdleCloseMs,
+      ...(bundles === undefined ? {} : { bundles }),
     });
     this.host = host;
     this.running = workers;
@@ -104,4 +152,8 @@ export class ServeRuntime implements WorkersRuntime {
     // through service bindings (what is left: docs/deploying.md).
     front.setUpstreams(new Map([[workers[0]!.name, { host: host.url.hostname, port: Number(host.url.port) }]]));
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
