@@ -143,3 +143,114 @@ test.skipIf(process.platform !== "linux")(
   },
   300_000,
 );
+
+/** Version `n` of a Worker that sends on /send and consumes its queue slowly, recording what it got. */
+function queueWorker(n: number): string {
+  return `
+import { DurableObject } from "cloudflare:workers";
+export class Received extends DurableObject {
+  add(ids, version) {
+    this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS got (id INTEGER PRIMARY KEY, version INTEGER, times INTEGER)");
+    for (const id of ids) {
+      this.ctx.storage.sql.exec("INSERT INTO got VALUES (?, ?, 1) ON CONFLICT(id) DO UPDATE SET times = times + 1", id, version);
+    }
+  }
+  summary() {
+    this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS got (id INTEGER PRIMARY KEY, version INTEGER, times INTEGER)");
+    return this.ctx.storage.sql.exec("SELECT id, version, times FROM got ORDER BY id").toArray();
+  }
+}
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === "/send") { await env.JOBS.send({ id: Number(url.searchParams.get("id")) }); return new Response("sent"); }
+    return Response.json(await env.RECEIVED.get(env.RECEIVED.idFromName("r")).summary());
+  },
+  async queue(batch, env) {
+    // Slow enough that batches are in flight whenever a swap comes.
+    await scheduler.wait(300);
+    await env.RECEIVED.get(env.RECEIVED.idFromName("r")).add(batch.messages.map((m) => m.body.id), ${n});
+  },
+};`;
+}
+
+function queueMetadata(first: boolean): Record<string, unknown> {
+  return {
+    bindings: [
+      { type: "queue", name: "JOBS", queue_name: "jobs" },
+      { type: "durable_object_namespace", name: "RECEIVED", class_name: "Received" },
+    ],
+    ...(first ? { migrations: { new_tag: "v1", steps: [{ ...noSteps, new_sqlite_classes: ["Received"] }] } } : {}),
+  };
+}
+
+const jobsConsumer = {
+  queue: "jobs",
+  type: "worker" as const,
+  visibilityTimeoutMs: undefined,
+  maxBatchSize: 10,
+  maxBatchTimeoutSeconds: 1,
+  maxRetries: 3,
+  retryDelaySeconds: 0,
+  deadLetterQueue: undefined,
+  maxConcurrency: 4,
+};
+
+test(
+  "a queue consumer under load through 5 deploys: every message delivered once, batches finish on the old version",
+  async () => {
+    const stack = await startServeStack(dataDir(), (script) => (script === "jobs" ? [jobsConsumer] : []));
+    stacks.push(stack);
+    await deploy(stack, "jobs", queueWorker(1), queueMetadata(true));
+    const host = "jobs.localhost";
+    const load = steadyLoad(stack.front.url, host, 50, (i) => `/send?id=${i}`);
+    let batchesAtStop = 0;
+    for (let n = 2; n <= 6; n++) {
+      await deploy(stack, "jobs", queueWorker(n), queueMetadata(false));
+      batchesAtStop += stack.runtime.lastSwap!.batchesAtStop;
+    }
+    const result = await load.stop();
+    expect(result.errors).toEqual([]);
+    expect([...result.statuses.entries()]).toEqual([[200, result.sent]]);
+
+    // Every message sent arrives, once: a batch in flight at a swap was finished by the old
+    // version and acked, not handed back and delivered again.
+    let got: Array<{ id: number; version: number; times: number }> = [];
+    for (let waited = 0; waited < 60_000 && got.length < result.sent; waited += 250) {
+      got = (await (await fetch(new URL("/summary", stack.front.url), { headers: { host } })).json()) as typeof got;
+      if (got.length < result.sent) await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(got.map((r) => r.id)).toEqual([...Array(result.sent).keys()]);
+    expect(got.filter((r) => r.times !== 1)).toEqual([]);
+    // Batches were running when swaps began (and finished where they ran, as the count of one shows).
+    expect(batchesAtStop).toBeGreaterThan(0);
+    // Several versions consumed: the load ran across the swaps.
+    expect(new Set(got.map((r) => r.version)).size).toBeGreaterThan(2);
+    const cell = await stack.registry.open("jobs");
+    expect(await cell.counts()).toMatchObject({ ready: 0, delayed: 0, leased: 0, dead: 0 });
+  },
+  300_000,
+);
+
+test("two deploys of one Worker racing: one wins whole, the other gets a conflict and changes nothing", async () => {
+  const stack = await startServeStack(dataDir());
+  stacks.push(stack);
+  const source = (text: string) => `export default { fetch() { return new Response(${JSON.stringify(text)}) } }`;
+  await deploy(stack, "racer", source("first"), {});
+  const before = stack.service.store.versions("racer").length;
+  const outcomes = await Promise.allSettled([deploy(stack, "racer", source("a"), {}), deploy(stack, "racer", source("b"), {})]);
+  const won = outcomes.findIndex((o) => o.status === "fulfilled");
+  const lost = outcomes.find((o) => o.status === "rejected");
+  expect(won).toBeGreaterThanOrEqual(0);
+  expect(lost?.status === "rejected" ? lost.reason : undefined).toMatchObject({ code: 10013, status: 409, message: expect.stringMatching(/another change to Worker "racer"/) });
+  // The winner runs and is the active deployment; the loser left no version behind.
+  expect(stack.service.store.versions("racer")).toHaveLength(before + 1);
+  const answer = await fetch(stack.front.url, { headers: { host: "racer.localhost" } });
+  expect(await answer.text()).toBe(won === 0 ? "a" : "b");
+
+  // Deploys of two different Workers do not conflict: they take turns, and both are active.
+  await Promise.all([deploy(stack, "racer", source("c"), {}), deploy(stack, "other", source("o"), {})]);
+  expect(stack.service.store.scripts()).toEqual(["other", "racer"]);
+  expect(stack.service.store.active("racer")?.version.id).toBe(stack.service.store.versions("racer")[0]?.id);
+  expect(stack.runtime.workers.map((w) => w.name)).toEqual(["other", "racer"]);
+}, 120_000);

@@ -37,6 +37,8 @@ export interface SwapTimes {
   startMs: number;
   /** drain + stop + start: how long a request arriving as the swap began waited. */
   heldMs: number;
+  /** Queue batches running on the old Workers when they were told to stop: each finished there. */
+  batchesAtStop: number;
 }
 
 /**
@@ -96,12 +98,13 @@ export class ServeRuntime implements WorkersRuntime {
       await Promise.race([front.requestsDone(), delay(graceMs)]);
       const drained = performance.now();
       const previous = this.running;
+      const batchesAtStop = this.host?.consumerLoads().reduce((n, load) => n + load.inUse, 0) ?? 0;
       await this.stop();
       const stopped = performance.now();
       await this.startOrFallBack(workers, previous, bundles);
       const started = performance.now();
-      this.lastSwap = { checkMs: checked - began, drainMs: drained - checked, stopMs: stopped - drained, startMs: started - stopped, heldMs: started - checked };
-      log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)})`);
+      this.lastSwap = { checkMs: checked - began, drainMs: drained - checked, stopMs: stopped - drained, startMs: started - stopped, heldMs: started - checked, batchesAtStop };
+      log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)}); ${batchesAtStop} queue batch(es) finished on the old version`);
     } finally {
       front.releaseRequests();
     }
