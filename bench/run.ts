@@ -1,11 +1,13 @@
 /**
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
- * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone), `npm run bench front`. Each prints absolute
+ * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone), `npm run bench front`,
+ * `npm run bench deploy`. Each prints absolute
  * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
  * on a slow machine.
  */
 import { runCellBench } from "../packages/queue-cell/bench/cell-bench.ts";
 import { runApiBench } from "./api-bench.ts";
+import { runDeployBench } from "./deploy-bench.ts";
 import { runFrontDoorBench } from "./front-door.ts";
 import { runHostBench } from "./host-bench.ts";
 import { runManyQueuesBench } from "./many-queues-bench.ts";
@@ -22,6 +24,8 @@ const benches: Record<string, () => Promise<void>> = {
   "many-queues": () => runManyQueuesBench(),
   // The front door's part of `host` alone (also in `host`, every round).
   front: () => runFrontDoorBench(),
+  // celld serve's deploy under load beside celld dev's restart (issue #32).
+  deploy: () => runDeployBench(),
 };
 const only = process.argv[2];
 if (only !== undefined && !Object.hasOwn(benches, only)) {

@@ -71,6 +71,42 @@ export async function deploy(stack: ServeStack, script: string, source: string, 
   await stack.service.upload(script, body, contentType, { deploy: true, annotations: {} });
 }
 
+/** Version `n` of a Worker that reads KV on every request and counts in a Durable Object. */
+export function kvWorker(n: number): string {
+  return `
+import { DurableObject } from "cloudflare:workers";
+export class Counter extends DurableObject {
+  add() {
+    this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS hits (id INTEGER PRIMARY KEY AUTOINCREMENT)");
+    return this.ctx.storage.sql.exec("INSERT INTO hits DEFAULT VALUES RETURNING id").one().id;
+  }
+  rows() {
+    return this.ctx.storage.sql.exec("SELECT count(*) AS n FROM hits").one().n;
+  }
+}
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const counter = env.COUNTER.get(env.COUNTER.idFromName("one"));
+    if (url.pathname === "/put") { await env.KV.put("greeting", "hello"); return new Response("ok"); }
+    if (url.pathname === "/count") return new Response("v${n} " + (await counter.add()));
+    if (url.pathname === "/rows") return new Response(String(await counter.rows()));
+    return new Response("v${n} " + (await env.KV.get("greeting")));
+  },
+};`;
+}
+
+export const noSteps = { new_classes: [], new_sqlite_classes: [], renamed_classes: [], deleted_classes: [], transferred_classes: [] };
+export function kvMetadata(first: boolean): Record<string, unknown> {
+  return {
+    bindings: [
+      { type: "kv_namespace", name: "KV", namespace_id: "kv1" },
+      { type: "durable_object_namespace", name: "COUNTER", class_name: "Counter" },
+    ],
+    ...(first ? { migrations: { new_tag: "v1", steps: [{ ...noSteps, new_sqlite_classes: ["Counter"] }] } } : {}),
+  };
+}
+
 export interface LoadResult {
   sent: number;
   /** Answers by status (0: no answer: a connection error). */

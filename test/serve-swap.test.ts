@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
 import { workerdChildren } from "../packages/runtime/src/workerd/workerd-orphans.ts";
-import { deploy, startServeStack, steadyLoad, type ServeStack } from "./serve-harness.ts";
+import { deploy, kvMetadata, kvWorker, noSteps, startServeStack, steadyLoad, type ServeStack } from "./serve-harness.ts";
 
 // celld serve's swap under load (docs/design-notes.md, "The swap without a gap"): deploys go
 // through DeployService, as wrangler's upload does, while a steady stream of requests runs.
@@ -19,42 +19,6 @@ function dataDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "celld-swap-"));
   dirs.push(dir);
   return dir;
-}
-
-/** Version `n` of a Worker that reads KV on every request and counts in a Durable Object. */
-function kvWorker(n: number): string {
-  return `
-import { DurableObject } from "cloudflare:workers";
-export class Counter extends DurableObject {
-  add() {
-    this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS hits (id INTEGER PRIMARY KEY AUTOINCREMENT)");
-    return this.ctx.storage.sql.exec("INSERT INTO hits DEFAULT VALUES RETURNING id").one().id;
-  }
-  rows() {
-    return this.ctx.storage.sql.exec("SELECT count(*) AS n FROM hits").one().n;
-  }
-}
-export default {
-  async fetch(request, env) {
-    const url = new URL(request.url);
-    const counter = env.COUNTER.get(env.COUNTER.idFromName("one"));
-    if (url.pathname === "/put") { await env.KV.put("greeting", "hello"); return new Response("ok"); }
-    if (url.pathname === "/count") return new Response("v${n} " + (await counter.add()));
-    if (url.pathname === "/rows") return new Response(String(await counter.rows()));
-    return new Response("v${n} " + (await env.KV.get("greeting")));
-  },
-};`;
-}
-
-const noSteps = { new_classes: [], new_sqlite_classes: [], renamed_classes: [], deleted_classes: [], transferred_classes: [] };
-function kvMetadata(first: boolean): Record<string, unknown> {
-  return {
-    bindings: [
-      { type: "kv_namespace", name: "KV", namespace_id: "kv1" },
-      { type: "durable_object_namespace", name: "COUNTER", class_name: "Counter" },
-    ],
-    ...(first ? { migrations: { new_tag: "v1", steps: [{ ...noSteps, new_sqlite_classes: ["Counter"] }] } } : {}),
-  };
 }
 
 /**
