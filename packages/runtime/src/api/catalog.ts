@@ -163,6 +163,7 @@ export class Catalog {
       queue: db.prepare("SELECT * FROM queues WHERE name = ?"),
       queueById: db.prepare("SELECT * FROM queues WHERE queue_id = ?"),
       consumersOf: db.prepare("SELECT * FROM consumers WHERE queue = ? ORDER BY create_ms, consumer_id"),
+      allConsumers: db.prepare("SELECT * FROM consumers ORDER BY create_ms, consumer_id"),
       insertConsumer: db.prepare(
         `INSERT INTO consumers (consumer_id, queue, type, script, settings, dead_letter_queue, create_ms)
          VALUES (@consumer_id, @queue, @type, @script, @settings, @dead_letter_queue, @create_ms)`,
@@ -221,6 +222,11 @@ export class Catalog {
 
   consumersOf(queue: string): ConsumerRow[] {
     return (this.stmt.consumersOf.all(queue) as ConsumerRecord[]).map(toConsumerRow);
+  }
+
+  /** Every consumer added through the API, of every queue. */
+  allConsumers(): ConsumerRow[] {
+    return (this.stmt.allConsumers.all() as ConsumerRecord[]).map(toConsumerRow);
   }
 
   insertConsumer(row: ConsumerRow): void {

@@ -48,6 +48,8 @@ export class QueueDirectory {
   /** Cells whose settings have been applied from the catalog by this process. */
   private readonly reconciled = new Set<string>();
   private adminTail: Promise<unknown> = Promise.resolve();
+  /** Told as a queue is deleted, before its cell closes: what runs on that cell stops then. */
+  beforeRemove: ((name: string) => Promise<void>) | undefined;
 
   constructor(
     private readonly catalog: Catalog,
@@ -224,6 +226,7 @@ export class QueueDirectory {
       }
       this.retiring.add(name);
       try {
+        await this.beforeRemove?.(name);
         const slot = this.active.get(name);
         if (slot !== undefined) {
           for (const controller of slot.controllers) controller.abort();

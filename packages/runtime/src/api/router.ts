@@ -1,3 +1,4 @@
+import type { AddedConsumers } from "../plugins/added-consumers.ts";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
@@ -17,6 +18,8 @@ export interface ApiDeps {
   ids: UlidSource;
   /** The host's metrics, when it keeps them (`GET /metrics`). */
   metrics?: MetricsEndpoint;
+  /** Where the consumers added through the API reach the host that runs them, when one does. */
+  addedConsumers?: AddedConsumers;
 }
 
 export interface RouteContext {

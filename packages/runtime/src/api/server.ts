@@ -46,6 +46,8 @@ import { Router, type ApiDeps, type Reply, type Route } from "./router.ts";
 import { CloudflareMount } from "../cloudflare-api/handler.ts";
 import { cloudflareRoutes } from "../cloudflare-api/routes.ts";
 import type { CloudflareServices } from "../cloudflare-api/services.ts";
+import { tellAddedConsumers } from "../cloudflare-api/queues/added-consumers-of.ts";
+import type { AddedConsumers } from "../plugins/added-consumers.ts";
 
 export interface ApiServerTimeouts {
   headersMs: number;
@@ -96,6 +98,11 @@ export interface ApiServerOptions {
   onAnswered?: (request: AnsweredRequest) => void;
   /** Serves `GET /metrics` (see metrics-route.ts); without it, /metrics is not found. */
   metrics?: MetricsEndpoint;
+  /**
+   * The host's side of the consumers added through Cloudflare's API: told of each change, so a
+   * Worker consumer added or removed runs or stops at once. Without it they are only recorded.
+   */
+  addedConsumers?: AddedConsumers;
 }
 
 export interface AnsweredRequest {
@@ -185,7 +192,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
 
 /** What every route is given: the registry, the keys, the catalog and its queue directory, time, ids. */
 function apiDeps(options: ApiServerOptions, clock: Clock, catalog: Catalog): ApiDeps {
-  return {
+  const deps: ApiDeps = {
     registry: options.registry,
     keys: options.keys,
     catalog,
@@ -193,7 +200,11 @@ function apiDeps(options: ApiServerOptions, clock: Clock, catalog: Catalog): Api
     clock,
     ids: new UlidSource(),
     ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    ...(options.addedConsumers === undefined ? {} : { addedConsumers: options.addedConsumers }),
   };
+  // A queue's consumers stop before its cell closes for good: a dispatcher must not lease from it.
+  if (options.addedConsumers !== undefined) deps.directory.beforeRemove = (name) => tellAddedConsumers(deps, name);
+  return deps;
 }
 
 function serverTimeouts(given: Partial<ApiServerTimeouts> | undefined): ApiServerTimeouts {

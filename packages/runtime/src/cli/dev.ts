@@ -1,5 +1,7 @@
 import { existsSync } from "node:fs";
 import { workersQueuesOf } from "../cloudflare-api/queues/workers-queues.ts";
+import { readAddedConsumers } from "../cloudflare-api/queues/added-consumers-of.ts";
+import { AddedConsumers } from "../plugins/added-consumers.ts";
 import { constants } from "node:os";
 import { dirname, join, relative } from "node:path";
 import Database from "better-sqlite3";
@@ -82,6 +84,8 @@ class DevSession {
   private maxima!: { workers: number; api: number | undefined; line: string };
   /** A stop signal that came once the Workers had started, before the stop existed. */
   private signalled: StopSignal | undefined;
+  /** The consumers added through the API: every start of the host runs them, the API changes them. */
+  private added = new AddedConsumers();
 
   constructor(private readonly args: DevArgs) {
     this.port = args.port;
@@ -115,6 +119,7 @@ class DevSession {
       return exitStatus.usage;
     }
     this.maxima = maxima;
+    this.added = new AddedConsumers(this.readAdded());
     // The stop signals are celld's before the Workers start, so before any batch can run.
     for (const signal of stopSignals) ourSignalListeners.set(signal, () => this.signalledEarly(signal));
     takeSignals();
@@ -135,6 +140,16 @@ class DevSession {
     return stopped;
   }
 
+  /** Those the catalog holds; none, said in a line, if it cannot be read (the API's start then says why). */
+  private readAdded(): ReturnType<typeof readAddedConsumers> {
+    try {
+      return readAddedConsumers(this.args.dataDir);
+    } catch (error) {
+      this.log.warn(`the consumers added through the API could not be read, so none of them runs: ${(error as Error).message}`);
+      return [];
+    }
+  }
+
   private startHost(bundles?: ReadonlyMap<string, WorkerBundle>): Promise<Host> {
     return startHost({
       deployment: this.deployment,
@@ -149,6 +164,7 @@ class DevSession {
       triggerHandlers: this.args.testScheduled,
       inspectorPort: this.inspectorPort,
       callerHandlesStopSignals: true,
+      addedConsumers: this.added,
       // workerd cannot exit unexpectedly before startHost returns, and stop exists by then.
       onRuntimeExit: () => {
         if (!this.stopping) this.stop("workerd exited too often", exitStatus.failed);
@@ -176,6 +192,7 @@ class DevSession {
       host: args.apiHost,
       workerQueues: { declared: () => this.deployment.queues },
       cloudflareServices: { workersQueues: workersQueuesOf(() => this.deployment) },
+      addedConsumers: this.added,
       onInternalError: (error) => log.error("the queues API failed a request", error),
       onStorageFailure: (line) => log.error(`the queues API refused calls: ${line}`),
       connectionsMax: this.maxima.api,

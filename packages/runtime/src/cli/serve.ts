@@ -9,6 +9,8 @@ import { claimDataDir } from "../host/data-dir-claim.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { readOpenFilesLimit } from "../host/open-files-limit.ts";
 import { ServeRuntime } from "../serve/serve-runtime.ts";
+import { AddedConsumers } from "../plugins/added-consumers.ts";
+import { readAddedConsumers } from "../cloudflare-api/queues/added-consumers-of.ts";
 import { exitStatus } from "./exit-status.ts";
 import type { ServeArgs } from "./serve-args.ts";
 
@@ -57,7 +59,10 @@ export async function serve(args: ServeArgs): Promise<number> {
       connectionsMax: budget.workersConnectionsMax,
       warn: (line) => log.warn(line),
     });
-    runtime = new ServeRuntime({ dataDir: args.dataDir, registry, front, log, graceMs, cellIdleCloseMs, afterRun: () => takeSignals() });
+    // The consumers added through the API (wrangler queues consumer add, deploy's consumers): each
+    // start of the Workers runs them, and the API tells every change.
+    const addedConsumers = new AddedConsumers(readAddedConsumers(args.dataDir));
+    runtime = new ServeRuntime({ dataDir: args.dataDir, registry, front, log, graceMs, cellIdleCloseMs, afterRun: () => takeSignals(), addedConsumers });
     const store = new DeployStore(args.dataDir);
     const workers = new DeployService(store, runtime);
     await workers.start();
@@ -69,6 +74,7 @@ export async function serve(args: ServeArgs): Promise<number> {
       host: args.apiHost,
       connectionsMax: budget.apiConnectionsMax,
       cloudflareServices: { workers },
+      addedConsumers,
       onInternalError: (error) => log.error("the API failed a request", error),
       onStorageFailure: (line) => log.error(`the API refused calls: ${line}`),
     });

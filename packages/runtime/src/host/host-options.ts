@@ -7,6 +7,7 @@ import type { Deployment } from "../config/index.ts";
 import type { CelldMetrics } from "../metrics/celld-metrics.ts";
 import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
 import type { HostLog } from "./host-log.ts";
+import type { AddedConsumers } from "../plugins/added-consumers.ts";
 import type { Front, FrontRequest } from "../front/front-server.ts";
 import type { WorkerRouter } from "../front/worker-router.ts";
 
@@ -55,6 +56,11 @@ export interface HostOptions {
    */
   onRuntimeExit?: (reason: string) => void;
   onBatch?: (report: BatchReport) => void;
+  /**
+   * The consumers added through the API, kept by the process across starts of its Workers: the
+   * host runs their Worker consumers while it runs, and its queues' cells keep their policies.
+   */
+  addedConsumers?: AddedConsumers;
   /**
    * Serve the first Worker through Miniflare's entry Worker with its trigger routes on
    * (`/cdn-cgi/handler/scheduled`), as wrangler dev does, instead of on a socket of its own. Each

@@ -73,7 +73,7 @@ interface HostBasics {
 /** One start of a host: the state its stages share, and the close of what it started. */
 class HostStart {
   private readonly marks = new QueueErrorMarks();
-  private readonly facts: WorkerFacts = { consumerKinds: new Map(), queueEntrypoints: new Map() };
+  private readonly facts: WorkerFacts = { consumerKinds: new Map(), queueEntrypoints: new Map(), assetRouted: new Set(), errorTokens: new Map() };
   // A consumer failing every batch is told of once a window: its error from the handler shim
   // (through workerd's output) and its batches' fate from the dispatchers. Its reports are
   // printed as workerd's other lines are, once that path (lines) is set up.
@@ -99,6 +99,12 @@ class HostStart {
       failures: this.failures,
       consumerKindOf: (worker) => this.facts.consumerKinds.get(worker) ?? "module",
       queueEntrypointOf: (worker) => this.facts.queueEntrypoints.get(worker),
+      ...(options.addedConsumers === undefined ? {} : { added: options.addedConsumers }),
+      cannotConsume: (worker) => (this.facts.assetRouted.has(worker) ? assetRoutedReason : undefined),
+      allowQueueErrors: (worker, queue) => {
+        const token = this.facts.errorTokens.get(worker);
+        if (token !== undefined) this.marks.allow(token, queue);
+      },
       deployment: options.deployment,
       registry,
       clock,
@@ -299,6 +305,11 @@ class HostStart {
     this.basics.unlock();
   }
 }
+
+/** Why a Worker whose batches would go into its asset router runs no consumer added through the API. */
+const assetRoutedReason =
+  "its batches would go into its asset router, which drops them: a Worker with [assets] takes batches as an ES module " +
+  "with a default export (a service-worker script takes them only when its config declares the consumer, without its assets)";
 
 /** The consumers' batch reports, counted in the metrics (when kept) and told to options.onBatch. */
 function batchReporter(options: HostOptions): ((report: BatchReport) => void) | undefined {

@@ -15,8 +15,12 @@ import { workerOptions } from "./worker-options.ts";
 export interface WorkerFacts {
   /** A service-worker script's consumer is named as its "queue" event listener. */
   readonly consumerKinds: Map<string, ConsumerKind>;
-  /** Consumers with [assets] whose shim exports queueEntrypointName: their batches go through it. */
+  /** Workers with [assets] whose shim exports queueEntrypointName: their batches go through it. */
   readonly queueEntrypoints: Map<string, string>;
+  /** Workers whose default entrypoint is their asset router, which drops batches (no queue entrypoint). */
+  readonly assetRouted: Set<string>;
+  /** Each Worker's queue-error token (QueueErrorMarks.issue). */
+  readonly errorTokens: Map<string, string>;
 }
 
 /** The deployment's Workers as Miniflare options, in the deployment's order, with what was bundled. */
@@ -51,17 +55,19 @@ export async function buildWorkerSet(input: WorkerSetInput): Promise<WorkerSet> 
   let serviceWorkerScripts = false;
   const absent = new AbsentWorkers(input.deployment);
   for (const worker of input.deployment.workers) {
-    const bundle = await bundleFor(worker, input.marks, input.warn, input.bundles?.get(worker.name));
+    const bundle = await bundleFor(worker, input.marks, input.warn, input.bundles?.get(worker.name), input.facts);
     bundled.push({ name: worker.name, main: worker.main, bundle });
     for (const file of bundle.inputs) sources.add(file);
     if (!bundle.modules) {
       serviceWorkerScripts = true;
       input.facts.consumerKinds.set(worker.name, "service-worker");
     }
-    if (worker.assets !== undefined && worker.consumers.some((c) => c.type === "worker") && bundle.exports.includes(queueEntrypointName)) {
-      input.facts.queueEntrypoints.set(worker.name, queueEntrypointName);
+    const served = servedAssets(worker, bundle, input.warn);
+    if (served.assets !== undefined) {
+      if (bundle.exports.includes(queueEntrypointName)) input.facts.queueEntrypoints.set(worker.name, queueEntrypointName);
+      else input.facts.assetRouted.add(worker.name);
     }
-    const own = workerOptions(servedAssets(worker, bundle, input.warn), bundle, input.warn, absent);
+    const own = workerOptions(served, bundle, input.warn, absent);
     // Miniflare's inspector proxy shows the Workers marked so, and keeps celld's own out of it.
     if (input.inspector) own.unsafeInspectorProxy = true;
     for (const plugin of input.plugins) {
@@ -104,10 +110,12 @@ async function bundleFor(
   marks: QueueErrorMarks,
   warn: (message: string) => void,
   built: WorkerBundle | undefined,
+  facts: WorkerFacts,
 ): Promise<WorkerBundle> {
   const plain = built ?? (await bundleWorker(worker));
   const queues = worker.consumers.filter((c) => c.type === "worker").map((c) => c.queue);
   const consumer = { worker: worker.name, queues, token: marks.issue(queues) };
+  facts.errorTokens.set(worker.name, consumer.token);
   const uses = handlerUses(worker.name, queues, worker.crons);
   if (!plain.exports.includes("default")) {
     // Not shimmed, so the shim's warning at load cannot say it; workerd would say so only once the

@@ -1,6 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { ConsumerDispatcher, InFlightBudget, type ConsumerFailureLog, type ConsumerKind, nodeProducerHandler, type BatchReport } from "@celld/bindings";
+import {
+  ConsumerDispatcher,
+  InFlightBudget,
+  nodeProducerHandler,
+  type BatchReport,
+  type ConsumerFailureLog,
+  type ConsumerKind,
+  type ConsumerSettings,
+} from "@celld/bindings";
 import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
@@ -20,6 +28,8 @@ import {
   unixDirectSocketListening,
 } from "../queue-transport/queue-dispatch-worker.ts";
 import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
+import { AddedConsumerRuns, type StartedConsumer } from "./added-consumer-runs.ts";
+import type { AddedConsumer, AddedConsumers } from "./added-consumers.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
@@ -42,6 +52,17 @@ export interface QueuesPluginOptions {
    * export (see queueDispatchWorkerOptions).
    */
   queueEntrypointOf?: (worker: string) => string | undefined;
+  /**
+   * The consumers added through the API (AddedConsumers): their policies go on the cells of the
+   * deployment's queues that the config gives no consumer, and their Worker consumers run here.
+   */
+  added?: AddedConsumers;
+  /** Why a Worker cannot take batches of a consumer added through the API, if it cannot. */
+  cannotConsume?: (worker: string) => string | undefined;
+  /** Lets a Worker's handler errors for `queue` (a consumer added through the API) count as its own. */
+  allowQueueErrors?: (worker: string, queue: string) => void;
+  /** How long a consumer removed through the API may run its batches in flight. */
+  removedGraceMs?: number;
 }
 
 /** What the host's consumers record on their leases (LeaseOptions.owner); the native API's are 0. */
@@ -57,21 +78,31 @@ export class QueuesPlugin implements HostPlugin {
   private readonly dispatchers: ConsumerDispatcher[] = [];
   /** Releases of the consumers' holds on their cells (CellRegistry.hold). */
   private readonly holds: Array<() => void> = [];
-  /** The dispatch Worker's binding to each consumer Worker, by Worker name. */
+  /**
+   * The dispatch Worker's binding to each Worker, by Worker name: every Worker, not only the
+   * config's consumers, so a consumer added through the API later needs no new binding (bindings
+   * are fixed when workerd starts).
+   */
   private readonly bindings: Map<string, string>;
+  /** The consumers added through the API that run on this host, once start() has run. */
+  private addedRuns: AddedConsumerRuns | undefined;
+  private detachAdded: (() => void) | undefined;
   private client: QueueDispatchClient | undefined;
   private producerServer: ProducerServer | undefined;
   /** Where the dispatch Worker's Unix socket goes; undefined: it listens on loopback TCP. */
   private dispatchSocketDir: SocketDir | undefined;
   /** Storage failures behind Workers' refused sends, told to the operator once a minute per queue and cause. */
   private readonly producerStorageLog: StorageFailureLog;
+  /** One budget for all consumers, the config's and the API's: they share this host's memory. */
+  private readonly budget: InFlightBudget;
   /** What the host's requests to the dispatch Worker carry; any other caller is refused. */
   private readonly dispatchKey = randomBytes(32).toString("hex");
   /** Queues whose file prepare() found damaged, of a newer format or another queue's: no consumer runs for them. */
   private readonly unopened = new Set<string>();
 
   constructor(private readonly options: QueuesPluginOptions) {
-    this.bindings = consumerBindings(options.deployment.workers.filter((w) => w.consumers.some((c) => c.type === "worker")).map((w) => w.name));
+    this.bindings = consumerBindings(options.deployment.workers.map((w) => w.name));
+    this.budget = new InFlightBudget(options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
     this.producerStorageLog = new StorageFailureLog(options.clock, (line) =>
       options.log.error(`a Worker's send was refused: ${line}`),
     );
@@ -90,13 +121,16 @@ export class QueuesPlugin implements HostPlugin {
     }
     if (this.bindings.size > 0) this.dispatchSocketDir ??= SocketDir.open([queueDispatchSocketName], socketDir);
     const consumers = new Map(deployment.workers.flatMap((w) => w.consumers.map((c) => [c.queue, c] as const)));
+    const added = new Map((this.options.added?.current ?? []).map((c) => [c.cell, c] as const));
     for (const queue of deployment.queues) {
       const consumer = consumers.get(queue);
+      // The config's consumer owns its queue's policy; a queue the config gives none keeps the
+      // policy of a consumer added through the API (docs/cloudflare-api.md#consumers).
       const config: Partial<QueueConfig> =
         consumer === undefined
           ? // No consumer: messages wait for one (or for the native API) and go to the queue's
             // own dead-letter set if a lease keeps failing.
-            { deadLetter: { kind: "set" } }
+            (added.get(queue)?.policy ?? { deadLetter: { kind: "set" } })
           : {
               maxDeliveries: consumer.maxRetries + 1,
               // A pull consumer's lease length, in the cell's whole seconds (rounded up).
@@ -158,54 +192,21 @@ export class QueuesPlugin implements HostPlugin {
   }
 
   async start(context: PluginStartContext): Promise<void> {
-    const { deployment, registry, clock, log } = this.options;
+    const { deployment, log } = this.options;
     if (this.bindings.size === 0) return;
-    const client = new QueueDispatchClient(
+    this.client = new QueueDispatchClient(
       this.dispatchSocketDir === undefined
         ? await context.directUrl(queueDispatchWorkerName)
         : { socketPath: unixDirectSocketListening(this.dispatchSocketDir.socketPath(queueDispatchSocketName)) },
       this.dispatchKey,
     );
-    this.client = client;
-    // One budget for all consumers: they share this host's memory.
-    const budget = new InFlightBudget(this.options.batchBytesInFlightMax ?? limits.consumerBatchBytesInFlightMax);
     const ready: Array<{ dispatcher: ConsumerDispatcher; queue: string; worker: string }> = [];
     for (const worker of deployment.workers) {
       for (const consumer of worker.consumers) {
         // An http_pull consumer is its clients' pulls through the API: nothing runs here for it.
         if (this.unopened.has(consumer.queue) || consumer.type === "http_pull") continue;
-        // The dispatcher keeps this cell object for good: neither the idle sweep nor the bound on
-        // open cells may close it under it (a pause between leases leaves it looking idle).
-        this.holds.push(registry.hold(consumer.queue));
-        const cell = await registry.open(consumer.queue);
-        // The data directory's lock says no other host runs: leases this consumer's owner holds
-        // were taken by a host that died, and their batches will never be settled.
-        const ended = await cell.expireLeasesOf(hostLeaseOwner);
-        if (ended > 0) {
-          log.info(
-            `queue "${consumer.queue}": ${ended} message(s) in batches of a host that stopped without settling them ` +
-              `are back in the queue (the interrupted delivery counts as an attempt)`,
-          );
-        }
-        const dispatcher = new ConsumerDispatcher({
-          cell,
-          clock,
-          leaseOwner: hostLeaseOwner,
-          budget,
-          invoke: client.invoker(this.bindings.get(worker.name)!),
-          log,
-          settings: {
-            queue: consumer.queue,
-            maxBatchSize: consumer.maxBatchSize,
-            maxBatchTimeoutSeconds: consumer.maxBatchTimeoutSeconds,
-            maxConcurrency: consumer.maxConcurrency,
-            retryDelaySeconds: consumer.retryDelaySeconds,
-            wallTimeSeconds: this.options.wallTimeSeconds ?? limits.consumerWallTimeSecondsDefault,
-            consumer: this.options.consumerKindOf?.(worker.name) ?? "module",
-          },
-          onBatch: this.options.onBatch,
-          ...(this.options.failures === undefined ? {} : { failures: this.options.failures }),
-        });
+        const { dispatcher, release } = await this.openDispatcher(consumer.queue, consumer.queue, worker.name, consumer);
+        this.holds.push(release);
         ready.push({ dispatcher, queue: consumer.queue, worker: worker.name });
       }
     }
@@ -216,25 +217,111 @@ export class QueuesPlugin implements HostPlugin {
       this.dispatchers.push(dispatcher);
       log.info(`queue "${queue}" -> consumer "${worker}"`);
     }
+    this.startAdded();
+  }
+
+  /**
+   * The consumers added through the API: run now and as the API changes them (AddedConsumers).
+   * Not awaited, as the config's consumers' start is not (above): their cells open meanwhile.
+   */
+  private startAdded(): void {
+    const { added, deployment, log } = this.options;
+    if (added === undefined) return;
+    const runs = new AddedConsumerRuns({
+      workers: deployment.workers.map((w) => w.name),
+      configConsumed: new Set(deployment.workers.flatMap((w) => w.consumers.map((c) => c.queue))),
+      unopened: this.unopened,
+      cannotConsume: (worker) => this.options.cannotConsume?.(worker),
+      start: (consumer, push) => this.startAddedConsumer(consumer, push),
+      graceMs: this.options.removedGraceMs ?? 10_000,
+      log,
+    });
+    this.addedRuns = runs;
+    this.detachAdded = added.attach(runs);
+  }
+
+  private async startAddedConsumer(consumer: AddedConsumer, push: NonNullable<AddedConsumer["push"]>): Promise<StartedConsumer> {
+    this.options.allowQueueErrors?.(push.worker, consumer.queue);
+    const started = await this.openDispatcher(consumer.cell, consumer.queue, push.worker, push);
+    started.dispatcher.start();
+    return started;
+  }
+
+  /**
+   * A dispatcher (not started) for `worker`'s consumer of the cell `cellName`, which it holds open
+   * until `release`: neither the idle sweep nor the bound on open cells may close it under it (a
+   * pause between leases leaves it looking idle).
+   */
+  private async openDispatcher(
+    cellName: string,
+    queue: string,
+    worker: string,
+    settings: Pick<ConsumerSettings, "maxBatchSize" | "maxBatchTimeoutSeconds" | "maxConcurrency" | "retryDelaySeconds">,
+  ): Promise<StartedConsumer> {
+    const { registry, clock, log } = this.options;
+    const release = registry.hold(cellName);
+    try {
+      const cell = await registry.open(cellName);
+      // The data directory's lock says no other host runs: leases this consumer's owner holds
+      // were taken by a host that died, and their batches will never be settled.
+      const ended = await cell.expireLeasesOf(hostLeaseOwner);
+      if (ended > 0) {
+        log.info(
+          `queue "${queue}": ${ended} message(s) in batches of a host that stopped without settling them ` +
+            `are back in the queue (the interrupted delivery counts as an attempt)`,
+        );
+      }
+      const dispatcher = new ConsumerDispatcher({
+        cell,
+        clock,
+        leaseOwner: hostLeaseOwner,
+        budget: this.budget,
+        invoke: this.client!.invoker(this.bindings.get(worker)!),
+        log,
+        settings: {
+          queue,
+          maxBatchSize: settings.maxBatchSize,
+          maxBatchTimeoutSeconds: settings.maxBatchTimeoutSeconds,
+          maxConcurrency: settings.maxConcurrency,
+          retryDelaySeconds: settings.retryDelaySeconds,
+          wallTimeSeconds: this.options.wallTimeSeconds ?? limits.consumerWallTimeSecondsDefault,
+          consumer: this.options.consumerKindOf?.(worker) ?? "module",
+        },
+        onBatch: this.options.onBatch,
+        ...(this.options.failures === undefined ? {} : { failures: this.options.failures }),
+      });
+      return { dispatcher, release };
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  /** The config's dispatchers and those of consumers added through the API. */
+  private allDispatchers(): ConsumerDispatcher[] {
+    return [...this.dispatchers, ...(this.addedRuns?.dispatchers() ?? [])];
   }
 
   runtimeExited(): void {
-    for (const dispatcher of this.dispatchers) dispatcher.runtimeExited();
+    for (const dispatcher of this.allDispatchers()) dispatcher.runtimeExited();
     // workerd leaves its socket file behind, and one started again could not listen there.
     this.dispatchSocketDir?.removeSockets();
   }
 
   runtimeRestarted(): void {
-    for (const dispatcher of this.dispatchers) dispatcher.runtimeRestarted();
+    for (const dispatcher of this.allDispatchers()) dispatcher.runtimeRestarted();
   }
 
   /** Each consumer's batches running now and its max_concurrency (for /metrics). */
   consumerLoads(): ConsumerLoad[] {
-    return this.dispatchers.map((d) => ({ queue: d.queue, inUse: d.batchesInFlight, max: d.maxConcurrency }));
+    return this.allDispatchers().map((d) => ({ queue: d.queue, inUse: d.batchesInFlight, max: d.maxConcurrency }));
   }
 
   async stop(graceMs: number): Promise<void> {
-    await Promise.all(this.dispatchers.splice(0).map((d) => d.stop(graceMs)));
+    this.detachAdded?.();
+    this.detachAdded = undefined;
+    await Promise.all([...this.dispatchers.splice(0).map((d) => d.stop(graceMs)), this.addedRuns?.stop(graceMs)]);
+    this.addedRuns = undefined;
     for (const release of this.holds.splice(0)) release();
     // Only now: a batch still running after the grace period was handed back, and dropping its
     // connection is what ends its wait.

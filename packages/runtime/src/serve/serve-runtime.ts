@@ -10,6 +10,7 @@ import type { Front } from "../front/front-server.ts";
 import { WorkerRouter } from "../front/worker-router.ts";
 import type { HostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
+import type { AddedConsumers } from "../plugins/added-consumers.ts";
 
 export interface ServeRuntimeOptions {
   dataDir: string;
@@ -23,6 +24,8 @@ export interface ServeRuntimeOptions {
   cellIdleCloseMs?: number;
   /** Told after each run, whatever its outcome (each start of workerd adds Miniflare's signal listeners). */
   afterRun?: () => void;
+  /** The consumers added through the API, which each start of the Workers runs. */
+  addedConsumers?: AddedConsumers;
 }
 
 /** How long each stage of the last swap took, in ms (the bench and the log line print them). */
@@ -147,6 +150,7 @@ export class ServeRuntime implements WorkersRuntime {
       log: this.options.log,
       cellIdleCloseMs: this.options.cellIdleCloseMs,
       ...(bundles === undefined ? {} : { bundles }),
+      addedConsumers: this.options.addedConsumers,
     });
     this.host = host;
     this.running = workers;

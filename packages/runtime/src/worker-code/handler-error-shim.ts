@@ -7,7 +7,7 @@ import { queueErrorWriter } from "./queue-error-record.ts";
 import { moduleShimUrl } from "./worker-code-bundles.ts";
 
 /**
- * The named entrypoint a consumer's shim exports: its default export, wrapped, under a second
+ * The named entrypoint a Worker's shim exports: its default export, wrapped, under a second
  * name. The queue dispatch Worker binds a consumer with [assets] through it, since Miniflare sends
  * a binding to such a Worker's default entrypoint into its asset router, which has no queue().
  */
@@ -28,7 +28,9 @@ export function handlerErrorShim(
   // The writer first, then the shim: ES modules run in the order imported, so they hold the
   // built-ins (and replace the timer functions) before the Worker's module can replace them.
   const writer = consumer === undefined ? "const writeRecord = undefined;" : `import writeRecord from ${JSON.stringify(queueErrorWriter(consumer.token))};`;
-  const queueExport = consumer === undefined || consumer.queues.length === 0 ? "" : `export { wrapped as ${queueEntrypointName} };\n`;
+  // Every shimmed Worker, not only the config's consumers: one may become a consumer through the
+  // API while it runs, and the dispatch Worker's bindings are fixed when workerd starts.
+  const queueExport = consumer === undefined ? "" : `export { wrapped as ${queueEntrypointName} };\n`;
   return `${writer}
 import { hasHandler, watchUnhandledRejections, wrapDefault } from ${JSON.stringify(moduleShimUrl())};
 import * as user from ${main};

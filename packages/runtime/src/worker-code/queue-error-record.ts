@@ -23,13 +23,18 @@ export interface QueueErrorRecord {
 
 /** The tokens of one host's Workers, and what each Worker may report on. */
 export class QueueErrorMarks {
-  private readonly queuesByToken = new Map<string, ReadonlySet<string>>();
+  private readonly queuesByToken = new Map<string, Set<string>>();
 
   /** A new token for a Worker that consumes `queues`; goes into its shim. */
   issue(queues: readonly string[]): string {
     const token = randomBytes(16).toString("hex");
     this.queuesByToken.set(token, new Set(queues));
     return token;
+  }
+
+  /** The Worker holding `token` consumes `queue` too, from now on (a consumer added through the API). */
+  allow(token: string, queue: string): void {
+    this.queuesByToken.get(token)?.add(queue);
   }
 
   /**

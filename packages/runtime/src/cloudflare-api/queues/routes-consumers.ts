@@ -8,10 +8,14 @@ import { readConsumerSettings } from "./consumer-settings.ts";
 import { consumerJson, consumersOf, type QueueConsumer } from "./queue-consumers.ts";
 import { queueCodes, queueOf } from "./queue-lookup.ts";
 import { objectBody } from "./routes-queues.ts";
+import { addedConsumerOf, tellAddedConsumers } from "./added-consumers-of.ts";
 
 const collection = "/accounts/{account}/queues/{queue}/consumers";
 const item = `${collection}/{consumer}`;
 const codes = { not_found: queueCodes.queueNotFound, invalid_argument: queueCodes.consumerSettingsInvalid } as const;
+
+/** Cloudflare's code for a Worker that does not exist (workers.api.error.script_not_found). */
+const workerNotFound = 10007;
 
 /** Cloudflare's code for a second consumer on a queue (one consumer per queue, Worker or pull). */
 const consumerAlreadyExists = 11004;
@@ -47,6 +51,14 @@ async function addConsumer(ctx: CloudflareContext): Promise<CloudflareReply> {
     throw new CloudflareError(400, queueCodes.consumerSettingsInvalid, `type must be "worker" or "http_pull", got ${JSON.stringify(type)}`);
   }
   const script = type === "worker" ? scriptName(body["script_name"] ?? body["script"]) : null;
+  // As Cloudflare: a Worker consumer names a Worker that exists, here one the host runs.
+  if (script !== null && ctx.deps.addedConsumers?.runs(script) === false) {
+    throw new CloudflareError(
+      404,
+      workerNotFound,
+      `Worker ${script} does not exist on this celld (no running deployment has it); deploy or start it, then add its consumer`,
+    );
+  }
   const existing = consumersOf(ctx, row);
   if (existing.length > 0) {
     const what = existing[0]!.type === "worker" ? `the Worker ${existing[0]!.script}` : "an HTTP pull consumer";
@@ -63,6 +75,7 @@ async function addConsumer(ctx: CloudflareContext): Promise<CloudflareReply> {
   };
   await applyToQueue(ctx, row, consumer);
   ctx.deps.catalog.insertConsumer(consumer);
+  await tellAddedConsumers(ctx.deps);
   return { result: consumerJson(row, consumersOf(ctx, row).find((c) => c.consumerId === consumer.consumerId)!) };
 }
 
@@ -86,6 +99,7 @@ async function updateConsumer(ctx: CloudflareContext): Promise<CloudflareReply> 
   };
   await applyToQueue(ctx, row, updated);
   ctx.deps.catalog.updateConsumer(updated);
+  await tellAddedConsumers(ctx.deps);
   return { result: consumerJson(row, consumerOf(ctx, row)) };
 }
 
@@ -93,6 +107,10 @@ async function removeConsumer(ctx: CloudflareContext): Promise<CloudflareReply> 
   const row = queueOf(ctx);
   const consumer = apiOwned(consumerOf(ctx, row));
   ctx.deps.catalog.deleteConsumer(row.name, consumer.consumerId);
+  // Answered once its batches in flight have finished (or been handed back): it runs no more.
+  await tellAddedConsumers(ctx.deps);
+  // A Workers queue goes back to the policy of a queue with no consumer, which a restart gives it.
+  if (row.settings === null) await ctx.deps.directory.withCell(row.name, (cell) => cell.configure({ deadLetter: { kind: "set" } }));
   return { result: {} };
 }
 
@@ -137,20 +155,16 @@ function deadLetterQueueOf(ctx: CloudflareContext, row: QueueRow, value: unknown
  * An API queue's settings are the catalog's; a Workers queue's cell is configured directly.
  */
 async function applyToQueue(ctx: CloudflareContext, row: QueueRow, consumer: ConsumerRow): Promise<void> {
-  const maxDeliveries = consumer.settings["max_retries"]! + 1;
-  const visibility = consumer.settings["visibility_timeout_ms"];
-  const visibilityTimeout = visibility === undefined ? undefined : Math.ceil(visibility / 1000);
   const { directory } = ctx.deps;
+  const { policy } = addedConsumerOf(consumer, (name) => directory.cellNameOf(name));
   if (row.settings !== null) {
-    await directory.update(row.name, { maxDeliveries, deadLetterQueue: consumer.deadLetterQueue, visibilityTimeout });
+    await directory.update(row.name, {
+      maxDeliveries: policy.maxDeliveries,
+      deadLetterQueue: consumer.deadLetterQueue,
+      visibilityTimeout: policy.visibilityTimeoutSeconds,
+    });
     return;
   }
-  await directory.withCell(row.name, (cell: QueueCell) =>
-    cell.configure({
-      maxDeliveries,
-      ...(visibilityTimeout === undefined ? {} : { visibilityTimeoutSeconds: visibilityTimeout }),
-      deadLetter:
-        consumer.deadLetterQueue === null ? { kind: "delete" } : { kind: "queue", queue: directory.cellNameOf(consumer.deadLetterQueue) },
-    }),
-  );
+  // The same policy a restart gives the cell (QueuesPlugin.prepare), so the API's choice survives it.
+  await directory.withCell(row.name, (cell: QueueCell) => cell.configure(policy));
 }
