@@ -482,12 +482,13 @@ export class CellCore {
    * Deletes the dead-letter set (`dead`), or every message of the queue (`all`) except those
    * already on their way into a dead-letter queue: they belong to that queue now.
    */
-  async purge(scope: "dead" | "all" = "all"): Promise<{ purged: number }> {
+  async purge(scope: "dead" | "all" = "all", cut?: { seqAtMost: number }): Promise<{ purged: number }> {
     this.assertOpen();
     const states = scope === "dead" ? [MessageState.dead] : [MessageState.ready, MessageState.leased, MessageState.dead];
     // A slice a group (see bulkSliceRows), until one finds nothing left; messages sent after the
-    // first slice are not this call's, or a steady producer could keep it going for ever.
-    let seqAtMost: number | undefined;
+    // first slice (or after `cut`, taken by purgeCut) are not this call's, or a steady producer
+    // could keep it going for ever.
+    let seqAtMost: number | undefined = cut?.seqAtMost;
     let purged = 0;
     for (;;) {
       const slice = await this.loop
@@ -503,6 +504,17 @@ export class CellCore {
       if (slice === 0) return { purged };
       purged += slice;
     }
+  }
+
+  /**
+   * The cut of a purge that begins now: the last message sent so far (in the write loop, so a
+   * send committed before it is below it and one committed after is above). A caller that must
+   * finish an interrupted purge later (Cloudflare's purge status, across a restart) records it and
+   * passes it to purge().
+   */
+  async purgeCut(): Promise<{ seqAtMost: number }> {
+    this.assertOpen();
+    return this.loop.submit(() => ({ seqAtMost: this.store.seqHighWater() }));
   }
 
   async counts(): Promise<CellCounts> {

@@ -1,5 +1,7 @@
 import Cloudflare from "cloudflare";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { Catalog } from "../src/api/catalog.ts";
+import { startApiServer } from "../src/api/server.ts";
 import { apiHarness } from "./api-harness.ts";
 
 // Pause, purge and per-queue retention through the real `cloudflare` SDK, and the same settings
@@ -77,6 +79,40 @@ describe("purge", () => {
     await racing;
     const left = (await cf.queues.messages.pull(queueId, { account_id, batch_size: 10 })).messages!.map((m) => m.body);
     expect(left).toEqual(["racing"]);
+  });
+
+  it("the purge status survives a restart of the API", async () => {
+    const { api, cf, queueId, text } = await setup();
+    await text("gone");
+    await cf.queues.purge.start(queueId, { account_id, delete_messages_permanently: true });
+    const before = await cf.queues.purge.status(queueId, { account_id });
+    expect(before).toMatchObject({ completed: "true", started_at: expect.any(String) });
+    await api.server.close();
+    const again = await startApiServer({ registry: api.registry, keys: api.keys, dataDir: api.dataDir, clock: api.clock, port: 0 });
+    onTestFinished(() => again.close());
+    const cf2 = new Cloudflare({ apiToken: api.defaultKey, baseURL: `${again.url}/client/v4`, maxRetries: 0 });
+    expect(await cf2.queues.purge.status(queueId, { account_id })).toEqual(before);
+  });
+
+  it("a purge a stop interrupted is finished at the next start, with its own cut", async () => {
+    const { api, queueId, text } = await setup();
+    const name = "orgs/acme/projects/shop/envs/prod/queues/jobs";
+    await text("sent before the purge");
+    await api.server.close();
+    // What the purge route writes before its first slice, as if celld had stopped right after.
+    const cell = await api.registry.open(name);
+    const cut = await cell.purgeCut();
+    const catalog = Catalog.open(api.dataDir);
+    catalog.startPurge({ queue: name, startedMs: api.clock.now(), ...cut });
+    catalog.close();
+    await cell.send([{ body: new TextEncoder().encode("sent after it began"), contentType: "text" }]);
+
+    const again = await startApiServer({ registry: api.registry, keys: api.keys, dataDir: api.dataDir, clock: api.clock, port: 0 });
+    onTestFinished(() => again.close());
+    const cf2 = new Cloudflare({ apiToken: api.defaultKey, baseURL: `${again.url}/client/v4`, maxRetries: 0 });
+    await vi.waitFor(async () => expect(await cf2.queues.purge.status(queueId, { account_id })).toMatchObject({ completed: "true" }));
+    const left = (await cf2.queues.messages.pull(queueId, { account_id, batch_size: 10 })).messages!.map((m) => m.body);
+    expect(left).toEqual(["sent after it began"]);
   });
 
   it("refuses a purge without delete_messages_permanently, deleting nothing", async () => {

@@ -61,6 +61,17 @@ interface ConsumerRecord {
   create_ms: number;
 }
 
+/** A queue's last purge through Cloudflare's API. */
+export interface PurgeRow {
+  /** Full name of the queue. */
+  queue: string;
+  startedMs: number;
+  /** The purge's cut (QueueCell.purgeCut): messages after it are not its own. */
+  seqAtMost: number;
+  /** Null while it runs, or if a stop interrupted it. */
+  completedMs: number | null;
+}
+
 export interface SubscriptionRow {
   name: string;
   env: string;
@@ -140,6 +151,14 @@ CREATE TABLE IF NOT EXISTS consumers (
   create_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS consumers_by_queue ON consumers (queue);
+-- The last purge of each queue through Cloudflare's API, for its status call: kept across restarts,
+-- with its cut so that one a stop interrupted is finished at the next start.
+CREATE TABLE IF NOT EXISTS purges (
+  queue TEXT PRIMARY KEY,
+  started_ms INTEGER NOT NULL,
+  seq_at_most INTEGER NOT NULL,
+  completed_ms INTEGER
+) WITHOUT ROWID;
 `;
 
 export class Catalog {
@@ -171,6 +190,11 @@ export class Catalog {
       updateConsumer: db.prepare("UPDATE consumers SET settings = ?, dead_letter_queue = ? WHERE consumer_id = ?"),
       deleteConsumer: db.prepare("DELETE FROM consumers WHERE consumer_id = ? AND queue = ?"),
       deleteConsumersOf: db.prepare("DELETE FROM consumers WHERE queue = ?"),
+      purge: db.prepare("SELECT * FROM purges WHERE queue = ?"),
+      unfinishedPurges: db.prepare("SELECT * FROM purges WHERE completed_ms IS NULL ORDER BY started_ms"),
+      startPurge: db.prepare("INSERT OR REPLACE INTO purges (queue, started_ms, seq_at_most, completed_ms) VALUES (?, ?, ?, NULL)"),
+      completePurge: db.prepare("UPDATE purges SET completed_ms = ? WHERE queue = ? AND started_ms = ?"),
+      deletePurgesOf: db.prepare("DELETE FROM purges WHERE queue = ?"),
       insertQueue: db.prepare(
         `INSERT OR IGNORE INTO queues (name, env, queue, queue_id, origin, cell_name, settings, dead_letter_queue, create_ms, update_ms)
          VALUES (@name, @env, @queue, @queue_id, @origin, @cell_name, @settings, @dead_letter_queue, @create_ms, @update_ms)`,
@@ -249,6 +273,25 @@ export class Catalog {
     return this.stmt.deleteConsumer.run(consumerId, queue).changes === 1;
   }
 
+  purgeOf(queue: string): PurgeRow | undefined {
+    const r = this.stmt.purge.get(queue) as PurgeRecord | undefined;
+    return r === undefined ? undefined : toPurgeRow(r);
+  }
+
+  /** Purges a stop interrupted (or running now), oldest first. */
+  unfinishedPurges(): PurgeRow[] {
+    return (this.stmt.unfinishedPurges.all() as PurgeRecord[]).map(toPurgeRow);
+  }
+
+  /** A purge of `queue` begins (and replaces the record of its last). */
+  startPurge(row: Omit<PurgeRow, "completedMs">): void {
+    this.stmt.startPurge.run(row.queue, row.startedMs, row.seqAtMost);
+  }
+
+  completePurge(row: Pick<PurgeRow, "queue" | "startedMs">, completedMs: number): void {
+    this.stmt.completePurge.run(completedMs, row.queue, row.startedMs);
+  }
+
   /** False when a queue of that name (or on that cell) exists already. */
   insertQueue(row: QueueRow): boolean {
     return (
@@ -286,6 +329,7 @@ export class Catalog {
     this.db.transaction(() => {
       this.stmt.deleteSubscriptionsOf.run(name);
       this.stmt.deleteConsumersOf.run(name);
+      this.stmt.deletePurgesOf.run(name);
       this.stmt.deleteQueue.run(name);
     })();
   }
@@ -388,4 +432,15 @@ function toConsumerRow(r: ConsumerRecord): ConsumerRow {
     deadLetterQueue: r.dead_letter_queue,
     createMs: r.create_ms,
   };
+}
+
+interface PurgeRecord {
+  queue: string;
+  started_ms: number;
+  seq_at_most: number;
+  completed_ms: number | null;
+}
+
+function toPurgeRow(r: PurgeRecord): PurgeRow {
+  return { queue: r.queue, startedMs: r.started_ms, seqAtMost: r.seq_at_most, completedMs: r.completed_ms };
 }

@@ -47,6 +47,7 @@ import { CloudflareMount } from "../cloudflare-api/handler.ts";
 import { cloudflareRoutes } from "../cloudflare-api/routes.ts";
 import type { CloudflareServices } from "../cloudflare-api/services.ts";
 import { tellAddedConsumers } from "../cloudflare-api/queues/added-consumers-of.ts";
+import { finishInterruptedPurges } from "../cloudflare-api/queues/routes-purge.ts";
 import type { AddedConsumers } from "../plugins/added-consumers.ts";
 
 export interface ApiServerTimeouts {
@@ -158,6 +159,10 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     inflight.add(handling);
     void handling.finally(() => inflight.delete(handling));
   };
+  // A purge a stop interrupted is finished now; close() waits for it as for a request.
+  const finishing = finishInterruptedPurges(deps).catch(onInternalError);
+  inflight.add(finishing);
+  void finishing.finally(() => inflight.delete(finishing));
   const server = httpServer(timeouts, onRequest);
   const guard = new ConnectionGuard(server, {
     name: "--api-port",

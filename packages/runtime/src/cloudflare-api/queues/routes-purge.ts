@@ -14,24 +14,11 @@ export const cloudflarePurgeRoutes: CloudflareRoute[] = [
   { method: "GET", path: purgePath, scope: "events:read", body: "none", codes, handle: purgeStatus },
 ];
 
-interface PurgeRecord {
-  startedAt: number;
-  completed: boolean;
-}
-
-/** The last purge of each queue (by id) this server ran, for the status call; forgotten at restart. */
-const purgesByServer = new WeakMap<ApiDeps, Map<string, PurgeRecord>>();
-
-function purgesOf(deps: ApiDeps): Map<string, PurgeRecord> {
-  let purges = purgesByServer.get(deps);
-  if (purges === undefined) purgesByServer.set(deps, (purges = new Map()));
-  return purges;
-}
-
 /**
  * Deletes every message of the queue, in every state (a lease in flight becomes stale), that was
- * sent before the purge began: the cut is the cell's last message when its first slice runs, so a
- * send that commits after is kept. Answers once the purge is done.
+ * sent before the purge began: the cut is the cell's last message when it begins (purgeCut), so a
+ * send that commits after is kept. Answers once the purge is done; its status is kept in the
+ * catalog, across restarts.
  */
 async function purge(ctx: CloudflareContext): Promise<CloudflareReply> {
   const row = queueOf(ctx);
@@ -44,18 +31,32 @@ async function purge(ctx: CloudflareContext): Promise<CloudflareReply> {
   if (body["delete_messages_permanently"] !== true) {
     throw new CloudflareError(400, queueCodes.bodyInvalid, "a purge deletes the messages for good: send delete_messages_permanently: true");
   }
-  const record: PurgeRecord = { startedAt: ctx.deps.clock.now(), completed: false };
-  purgesOf(ctx.deps).set(row.queueId, record);
   return ctx.deps.directory.withCell(row.name, async (cell, current) => {
-    await cell.purge("all");
-    record.completed = true;
+    const cut = await cell.purgeCut();
+    const record = { queue: row.name, startedMs: ctx.deps.clock.now(), seqAtMost: cut.seqAtMost };
+    // Recorded before the first slice: a stop during the purge leaves it to finish at the next start.
+    ctx.deps.catalog.startPurge(record);
+    await cell.purge("all", cut);
+    ctx.deps.catalog.completePurge(record, ctx.deps.clock.now());
     return { result: queueJson(ctx, current, cell) };
   });
 }
 
 async function purgeStatus(ctx: CloudflareContext): Promise<CloudflareReply> {
   const row = queueOf(ctx);
-  const record = purgesOf(ctx.deps).get(row.queueId);
+  const record = ctx.deps.catalog.purgeOf(row.name);
   if (record === undefined) return { result: { completed: "true" } };
-  return { result: { completed: String(record.completed), started_at: new Date(record.startedAt).toISOString() } };
+  return { result: { completed: String(record.completedMs !== null), started_at: new Date(record.startedMs).toISOString() } };
+}
+
+/**
+ * Finishes the purges a stop interrupted, each with its own cut (nothing sent after it began is
+ * deleted), and marks them completed; run once as the API starts. A queue deleted since has no
+ * record left (Catalog.deleteQueue).
+ */
+export async function finishInterruptedPurges(deps: ApiDeps): Promise<void> {
+  for (const record of deps.catalog.unfinishedPurges()) {
+    await deps.directory.withCell(record.queue, (cell) => cell.purge("all", { seqAtMost: record.seqAtMost }));
+    deps.catalog.completePurge(record, deps.clock.now());
+  }
 }
