@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isCellError, limits, type BacklogMetrics, type CellError, type QueueCell, type SendOptions } from "@celld/queue-cell";
+import { isCellError, limits, type BacklogMetrics, type CellError, type QueueCell, type SendOptions, type SendTrace } from "@celld/queue-cell";
 import { exactBytes, parseBatchRequest } from "./batch-request.ts";
 import {
   ProtocolError,
@@ -9,6 +9,7 @@ import {
   type ProducerReply,
 } from "./cloudflare-errors.ts";
 import { checkJsonBody, parseMessageFormat } from "./message-format.ts";
+import { SendStageTimer, type SendStages } from "./send-stages.ts";
 
 const utf8 = new TextDecoder();
 
@@ -25,6 +26,8 @@ export interface ProducerBinding {
    * log what its `send()` threw.
    */
   onStorageFailure?: (error: CellError) => void;
+  /** Told where each committed send's time went (`npm run bench host`); unset, nothing is timed. */
+  onSendStages?: (stages: SendStages) => void;
 }
 
 /** One request from workerd's queue binding, read whole. Header names are lower case. */
@@ -59,16 +62,16 @@ export class ProducerHandler {
   }
 
   /** Operating errors become Cloudflare error replies; anything else is a bug and is thrown. */
-  async handle(request: ProducerRequest): Promise<ProducerReply> {
+  async handle(request: ProducerRequest, timer?: SendStageTimer): Promise<ProducerReply> {
     const path = pathOf(request.url);
     const route = `${request.method.toUpperCase()} ${path}`;
     const call: ProducerCall = route === "POST /batch" ? "sendBatch" : "send";
     try {
       switch (route) {
         case "POST /message":
-          return sentReply(await this.sendMessage(request));
+          return sentReply(await this.sendMessage(request, timer));
         case "POST /batch":
-          return sentReply(await this.sendBatch(request));
+          return sentReply(await this.sendBatch(request, timer));
         case "GET /metrics":
           // metrics() reads the bare object; send() and sendBatch() read it under metadata.
           return jsonReply(await this.withCell((cell) => cell.backlogMetrics()));
@@ -88,33 +91,49 @@ export class ProducerHandler {
 
   /** The handler as a Miniflare Node service binding (`serviceBindings: { X: { node } }`). */
   readonly node = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const reply = await this.handle({
-      method: req.method ?? "GET",
-      url: req.url ?? "/",
-      headers: req.headers,
-      body: await readBody(req),
-    });
+    const timer = this.binding.onSendStages === undefined ? undefined : new SendStageTimer();
+    const body = await readBody(req);
+    timer?.bodyRead();
+    const request = { method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers, body };
+    const reply = await this.handle(request, timer);
+    timer?.durable();
     res.writeHead(reply.status, reply.statusText, reply.headers);
     res.end(reply.body);
+    if (timer !== undefined) this.tellStages(timer, request);
   };
 
-  private async sendMessage(request: ProducerRequest): Promise<BacklogMetrics> {
+  private tellStages(timer: SendStageTimer, request: ProducerRequest): void {
+    const batch = pathOf(request.url) === "/batch";
+    const count = batch ? Number(header(request, "cf-queue-batch-count") ?? Number.NaN) : 1;
+    const stages = timer.answered(batch ? "sendBatch" : "send", count);
+    if (stages !== undefined) this.binding.onSendStages!(stages);
+  }
+
+  private async sendMessage(request: ProducerRequest, timer: SendStageTimer | undefined): Promise<BacklogMetrics> {
     const contentType = parseMessageFormat(header(request, "x-msg-fmt"), "contentType");
     checkJsonBody(contentType, request.body, "message");
-    const options = this.sendOptions(request);
+    timer?.decoded();
+    const options = this.sendOptions(request, timer);
     const result = await this.withCell((cell) => cell.send([{ body: request.body, contentType }], options));
     return result.metrics;
   }
 
-  private async sendBatch(request: ProducerRequest): Promise<BacklogMetrics> {
+  private async sendBatch(request: ProducerRequest, timer: SendStageTimer | undefined): Promise<BacklogMetrics> {
     const messages = parseBatchRequest(utf8.decode(request.body));
-    const options = this.sendOptions(request);
+    timer?.decoded();
+    const options = this.sendOptions(request, timer);
     const result = await this.withCell((cell) => cell.send(messages, options));
     return result.metrics;
   }
 
   /** The call's delay: X-Msg-Delay-Secs, else the producer's delivery_delay, else the queue's. */
-  private sendOptions(request: ProducerRequest): SendOptions {
+  private sendOptions(request: ProducerRequest, trace: SendTrace | undefined): SendOptions {
+    const options = this.delayOption(request);
+    if (trace !== undefined) options.trace = trace;
+    return options;
+  }
+
+  private delayOption(request: ProducerRequest): SendOptions {
     const raw = header(request, "x-msg-delay-secs");
     if (raw !== undefined) {
       const seconds = Number(raw);

@@ -12,6 +12,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type Database from "better-sqlite3";
 import { CellRegistry, ManualClock, QueueCell, SqliteCellStore, type SyncFile } from "@celld/queue-cell";
 import { ProducerHandler, type ProducerBinding, type ProducerRequest } from "../src/producer-handler.ts";
+import type { SendStages } from "../src/send-stages.ts";
 
 let dir: string;
 let clock: ManualClock;
@@ -277,5 +278,35 @@ describe("the Node adapter", () => {
     expect(reply.headers["cf-queues-error-cause"]).toBe(cause);
     expect(reply.headers["cf-queues-error-code"]).toBe("10203");
     expect(JSON.parse(reply.body)).toEqual({ success: false, errors: [{ code: 10203, message: cause }] });
+  });
+  /** POSTs `body` to the adapter `h.node` on a server of its own; resolves with the status. */
+  async function postTo(h: ProducerHandler, path: string, body: string, headers: Record<string, string>): Promise<number | undefined> {
+    server = createServer(h.node);
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ host: "127.0.0.1", port, method: "POST", path, headers }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode));
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+
+  test("tells each committed send's stages when asked, and none of a refused one", async () => {
+    const told: SendStages[] = [];
+    const h = handler({ onSendStages: (s) => told.push(s) });
+    const json = JSON.stringify({ messages: [{ body: b64("1"), contentType: "text" }, { body: b64("2"), contentType: "text" }] });
+    expect(await postTo(h, "/batch", json, { "cf-queue-batch-count": "2" })).toBe(200);
+    expect(told).toHaveLength(1);
+    const stages = told[0]!;
+    expect(stages).toMatchObject({ call: "sendBatch", messages: 2 });
+    const parts = [stages.readMs, stages.decodeMs, stages.waitMs, stages.commitMs, stages.flushMs, stages.answerMs];
+    for (const ms of parts) expect(ms).toBeGreaterThanOrEqual(0);
+    expect(parts.reduce((a, b) => a + b, 0)).toBeCloseTo(stages.totalMs, 6);
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+    expect(await postTo(h, "/message", "x", { "x-msg-fmt": "rtf" })).toBe(400);
+    expect(told).toHaveLength(1);
   });
 });

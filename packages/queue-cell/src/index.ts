@@ -18,7 +18,7 @@ export {
   type QueueConfig,
   type DeadLetterPolicy,
 } from "./cell-config.ts";
-export type { OutgoingMessage, SendOptions } from "./send-input.ts";
+export type { OutgoingMessage, SendOptions, SendTrace } from "./send-input.ts";
 export { QueueCell, type QueueCellOptions } from "./sqlite-queue-cell.ts";
 export type {
   BacklogMetrics,

@@ -292,7 +292,7 @@ export class CellCore {
         this.maintenanceDueBy(nowMs + this.retentionMs);
         this.readyChanged = true;
         return { ids, metrics: this.metrics() };
-      });
+      }, options.trace);
     } finally {
       this.producerCallsInFlight -= 1;
     }

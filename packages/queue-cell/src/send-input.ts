@@ -17,6 +17,20 @@ export interface OutgoingMessage {
 export interface SendOptions {
   /** Delay for every message that names none. */
   delaySeconds?: number;
+  /** Told as the call's group is written (a bench's split of a call's time); changes nothing. */
+  trace?: SendTrace;
+}
+
+/**
+ * The moments of a send inside the cell, for whoever splits a call's time into stages (`npm run
+ * bench host`). The cell measures no time itself (its clock may be a test's): the trace does.
+ * The call's promise settling is the last moment: its group is durable.
+ */
+export interface SendTrace {
+  /** The call's group begins its transaction. */
+  groupStarted(): void;
+  /** The group's transaction has committed; its flush to disk follows. */
+  committed(): void;
 }
 
 /** Refuses a send call that breaks any bound, before it takes a place in the cell. */

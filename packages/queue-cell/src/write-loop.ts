@@ -1,4 +1,5 @@
 import { CellError } from "./errors.ts";
+import type { SendTrace } from "./send-input.ts";
 
 /** Told whether a group's writes became durable. */
 export interface GroupFate {
@@ -11,6 +12,7 @@ interface Job {
   run: (nowMs: number) => unknown;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
+  trace: SendTrace | undefined;
 }
 
 export interface WriteLoopHooks {
@@ -53,10 +55,11 @@ export class WriteLoop {
 
   constructor(private readonly hooks: WriteLoopHooks) {}
 
-  submit<T>(run: (nowMs: number) => T): Promise<T> {
+  /** `trace`, if given, is told when the call's group starts and commits. */
+  submit<T>(run: (nowMs: number) => T, trace?: SendTrace): Promise<T> {
     if (this.closed) return Promise.reject(new CellError("ERR_CELL_CLOSED", "the queue cell is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject, trace });
       if (!this.scheduled) {
         this.scheduled = true;
         // setImmediate, not a microtask: I/O callbacks that arrived during the last commit run
@@ -90,6 +93,7 @@ export class WriteLoop {
     const nowMs = this.hooks.now();
     const results: unknown[] = new Array(jobs.length);
     let fate: GroupFate | undefined;
+    for (let i = 0; i < jobs.length; i++) jobs[i]!.trace?.groupStarted();
     try {
       this.hooks.transaction(() => {
         this.hooks.beforeGroup(nowMs);
@@ -103,6 +107,7 @@ export class WriteLoop {
       fate?.failed(error);
       return;
     }
+    for (let i = 0; i < jobs.length; i++) jobs[i]!.trace?.committed();
     const answer = (): void => {
       for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
       fate?.committed();

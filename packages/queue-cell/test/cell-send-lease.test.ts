@@ -82,6 +82,24 @@ describe("send", () => {
     expect(bodies(await cell.lease({ max: 10 }))).toEqual(["kept"]);
     await cell.close();
   });
+
+  test("a send's trace is told its group's start and commit, in order, before the send resolves; a failed group commits nothing", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "t", store: observed.wrap(), clock: h.clock });
+    const seen: string[] = [];
+    const trace = (name: string) => ({ groupStarted: () => seen.push(`${name} started`), committed: () => seen.push(`${name} committed`) });
+    await Promise.all([
+      cell.send([text("a")], { trace: trace("a") }).then(() => seen.push("a resolved")),
+      cell.send([text("b")], { trace: trace("b") }).then(() => seen.push("b resolved")),
+    ]);
+    expect(seen).toEqual(["a started", "b started", "a committed", "b committed", "a resolved", "b resolved"]);
+    seen.length = 0;
+    observed.failNext = true;
+    await expect(cell.send([text("c")], { trace: trace("c") })).rejects.toThrow();
+    expect(seen).toEqual(["c started"]);
+    await cell.close();
+  });
 });
 
 describe("a failed group", () => {

@@ -1,5 +1,5 @@
 import type { Clock, Durability, CellRegistry } from "@celld/queue-cell";
-import type { BatchReport } from "@celld/bindings";
+import type { BatchReport, SendStages } from "@celld/bindings";
 import type { RuntimeSupervisor } from "../workerd/runtime-supervisor.ts";
 import type { Miniflare } from "miniflare";
 import type { WorkerBundle } from "../bundle/bundle.ts";
@@ -56,6 +56,8 @@ export interface HostOptions {
    */
   onRuntimeExit?: (reason: string) => void;
   onBatch?: (report: BatchReport) => void;
+  /** Told where each Worker send's time went in this process (`npm run bench host`); unset, nothing is timed. */
+  onSendStages?: (stages: SendStages) => void;
   /**
    * The consumers added through the API, kept by the process across starts of its Workers: the
    * host runs their Worker consumers while it runs, and its queues' cells keep their policies.

@@ -112,6 +112,7 @@ class HostStart {
       wallTimeSeconds: options.consumerWallTimeSeconds,
       batchBytesInFlightMax: options.consumerBatchBytesInFlightMax,
       onBatch: batchReporter(options),
+      onSendStages: options.onSendStages,
       dataDir: options.dataDir,
     });
     this.plugins = [this.queues, new CronTriggersPlugin({ deployment: options.deployment, clock, log })];

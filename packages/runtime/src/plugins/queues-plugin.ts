@@ -5,6 +5,7 @@ import {
   InFlightBudget,
   nodeProducerHandler,
   type BatchReport,
+  type SendStages,
   type ConsumerFailureLog,
   type ConsumerKind,
   type ConsumerSettings,
@@ -43,6 +44,8 @@ export interface QueuesPluginOptions {
   /** The host's data directory (locked by it): the producer and dispatch sockets go in its `run/`. */
   dataDir?: string;
   onBatch?: (report: BatchReport) => void;
+  /** See HostOptions.onSendStages. */
+  onSendStages?: (stages: SendStages) => void;
   /** Where failed batches are told of, shared with the handler shim's reports (see host.ts). */
   failures?: ConsumerFailureLog;
   /** How a consumer Worker is written, known once it is bundled; a module unless said. */
@@ -173,6 +176,7 @@ export class QueuesPlugin implements HostPlugin {
           deliveryDelaySeconds: producer.deliveryDelaySeconds,
           getCell: () => registry.open(producer.queue),
           onStorageFailure: (error) => this.producerStorageLog.report(error),
+          ...(this.options.onSendStages === undefined ? {} : { onSendStages: this.options.onSendStages }),
         }),
       this.producerServer,
       Object.fromEntries(worker.services.map((s) => [s.binding, s.service])),
