@@ -16,7 +16,12 @@ export const benchConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 1, max
  *   /noop               answers at once: the HTTP round trip a send is compared with;
  *   /send               one env.JOBS.send(); the reply is the time the Worker saw around the
  *                       await, in ms (coarse: workerd moves its clock only on I/O);
- *   /send-batch?n=100   one env.JOBS.sendBatch() of n messages.
+ *   /send-batch?n=100   one env.JOBS.sendBatch() of n messages;
+ *   /send-batches?calls=100&n=100
+ *                       calls sendBatch() calls of n messages one after another, each awaited
+ *                       before the next: the producer Workers code usually is (issue 34);
+ *   /send-waves?waves=200&per=50
+ *                       waves of per send() calls at once, each wave awaited before the next.
  * The consumer acks every batch explicitly.
  */
 export const benchWorkerScript = `
@@ -35,6 +40,22 @@ export default {
     if (pathname === "/send-batch") {
       const n = Number(searchParams.get("n") ?? 100);
       await env.JOBS.sendBatch(Array.from({ length: n }, (_, i) => ({ body: body(i) })));
+      return new Response("");
+    }
+    if (pathname === "/send-batches") {
+      const calls = Number(searchParams.get("calls") ?? 100);
+      const n = Number(searchParams.get("n") ?? 100);
+      for (let c = 0; c < calls; c++) {
+        await env.JOBS.sendBatch(Array.from({ length: n }, (_, i) => ({ body: body(c * n + i) })));
+      }
+      return new Response("");
+    }
+    if (pathname === "/send-waves") {
+      const waves = Number(searchParams.get("waves") ?? 200);
+      const per = Number(searchParams.get("per") ?? 50);
+      for (let w = 0; w < waves; w++) {
+        await Promise.all(Array.from({ length: per }, (_, i) => env.JOBS.send(body(w * per + i))));
+      }
       return new Response("");
     }
     return new Response("no such route", { status: 404 });

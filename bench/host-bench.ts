@@ -8,7 +8,11 @@
  *      five passes of 10,000 whose median is the round's warm figure;
  *   2. single send() calls from 50 concurrent requests, 10,000 messages (target ratio >= 1);
  *   3. send() latency at about 1,000 sends/s for 10 s, beside an empty request's (target
- *      p50 <= 2 ms, p99 <= 10 ms), and at 100/s, where a send's own cost shows without queueing.
+ *      p50 <= 2 ms, p99 <= 10 ms), and at 100/s, where a send's own cost shows without queueing;
+ *   4. one request awaiting 100 sendBatch(100) calls one after another, first call to last ack
+ *      (target ratio >= 2, issue 34), with one call's time split into its stages in celld's Node
+ *      process (read, decode, wait, commit, fsync, answer) and the rest, workerd's;
+ *   5. one request sending waves of 50 send() calls at once, each awaited (target ratio >= 2).
  * Each host runs in its own child process (host-process.ts), started afresh for each round; this
  * process only drives HTTP. The machine is shared and small, so beside the rates the bench prints
  * each host's CPU time per message (its Node process and its workerd), which moves far less from
@@ -52,6 +56,14 @@ const warmPasses = 5;
 const batchProducers = 4;
 const singleProducers = 50;
 /**
+ * The producer most Workers code is (issue 34): one request awaiting each sendBatch before the
+ * next, so nothing overlaps one call's round trip, and a wave of send() calls awaited together.
+ * Each is one request carrying `messages`; the round's figure is the median of its passes.
+ */
+const sequentialCalls = messages / perBatch;
+const waveSize = 50;
+const sequentialPasses = 3;
+/**
  * The latency target's load, and a light one that shows a send's cost without queueing. Each
  * starts with `settleMs` of sends at the rate, not recorded, so that what is measured is the
  * steady state at that rate rather than the way out of the saturating run before it. The send
@@ -88,6 +100,10 @@ interface RoundFigures {
   /** Every warm pass, in order (the first alone is the figure the bench gave until 2026-12-01). */
   warmPasses: Throughput[];
   single: Throughput;
+  /** One request doing sequentialCalls awaited sendBatch(perBatch) calls, the median of sequentialPasses. */
+  sequential: Throughput;
+  /** One request doing waves of waveSize send() calls at once, each wave awaited; the median of sequentialPasses. */
+  waves: Throughput;
   /** One per pacedLoads entry. */
   latency: LatencyFigures[];
   /** celld only: the front door's cost beside workerd's own socket (front-door.ts). */
@@ -113,6 +129,15 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
     const passes: Throughput[] = [];
     for (let i = 0; i < (scale < 1 ? 1 : warmPasses); i++) passes.push(await sendBatches(calls));
     const single = await endToEnd(d, "/send", Math.round(messages * scale), 1, singleProducers);
+    const oneRequest = async (path: string, count: number): Promise<Throughput> => {
+      const runs: Throughput[] = [];
+      for (let i = 0; i < (scale < 1 ? 1 : sequentialPasses); i++) runs.push(await endToEnd(d, path, 1, count, 1));
+      return medianPass(runs);
+    };
+    const sequentialCount = Math.round(sequentialCalls * scale);
+    const sequential = await oneRequest(`/send-batches?calls=${sequentialCount}&n=${perBatch}`, sequentialCount * perBatch);
+    const waveCount = Math.round((messages / waveSize) * scale);
+    const waves = await oneRequest(`/send-waves?waves=${waveCount}&per=${waveSize}`, waveCount * waveSize);
     const latency: LatencyFigures[] = [];
     for (const load of pacedLoads) {
       const before = d.host.consumed;
@@ -138,6 +163,8 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
       batch: medianPass(passes),
       warmPasses: passes,
       single,
+      sequential,
+      waves,
       latency,
     };
   } finally {
@@ -188,7 +215,8 @@ export async function runHostBench(log: (line: string) => void = console.log): P
       const passes = f.warmPasses.map((p) => fmt(p.endToEnd)).join(", ");
       parts.push(
         `${s} batch ${fmt(f.coldBatch.endToEnd)} cold, ${fmt(f.batch.endToEnd)} warm (passes ${passes}), ` +
-          `single ${fmt(f.single.endToEnd)} msg/s, ` +
+          `single ${fmt(f.single.endToEnd)} msg/s, sequential sendBatch ${fmt(f.sequential.endToEnd)} msg/s, ` +
+          `waves of send() ${fmt(f.waves.endToEnd)} msg/s, ` +
           `send at ${fmt(pacedLoads[0].rate)}/s p50/p99 ${ms(at.send.p50)}/${ms(at.send.p99)}`,
       );
     }
@@ -269,6 +297,30 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
     ),
   );
   log(cpuLine(figures, (f) => f.single));
+  log(
+    ratioLine(
+      `  end to end, one request awaiting ${sequentialCalls} sendBatch(${perBatch}) calls one after another, ${fmt(messages)} msgs ` +
+        `(each round the median of ${sequentialPasses}) (celld vs Miniflare)`,
+      med("celld", (f) => f.sequential.endToEnd),
+      med("miniflare", (f) => f.sequential.endToEnd),
+      ">= 2",
+    ),
+  );
+  // The call's own time is what a sequential producer waits for; nothing hides it.
+  const callMs = (s: System): string => ms((perBatch * 1000) / med(s, (f) => f.sequential.sent));
+  log(`    one sendBatch(${perBatch}) as the Worker waits for it (first call to last answer / calls): celld ${callMs("celld")}, Miniflare ${callMs("miniflare")}`);
+  log(stagesLine(figures.celld.map((f) => f.sequential), (perBatch * 1000) / med("celld", (f) => f.sequential.sent)));
+  log(cpuLine(figures, (f) => f.sequential));
+  log(
+    ratioLine(
+      `  end to end, one request sending waves of ${waveSize} send() calls at once, each wave awaited, ${fmt(messages)} msgs ` +
+        `(each round the median of ${sequentialPasses}) (celld vs Miniflare)`,
+      med("celld", (f) => f.waves.endToEnd),
+      med("miniflare", (f) => f.waves.endToEnd),
+      ">= 2",
+    ),
+  );
+  log(cpuLine(figures, (f) => f.waves));
   pacedLoads.forEach((load, i) => {
     for (const s of systems) {
       const pick = (get: (l: LatencyFigures) => number) => med(s, (f) => get(f.latency[i]!));
@@ -306,7 +358,8 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
   log(frontDoorLine(figures.celld.flatMap((f) => (f.frontDoor === undefined ? [] : [f.frontDoor])), median));
   for (const s of systems) {
     for (const [round, f] of figures[s].entries()) {
-      for (const [what, t] of [["sendBatch, cold", f.coldBatch], ["sendBatch, warm", f.batch], ["send()", f.single]] as const) {
+      const runs = [["sendBatch, cold", f.coldBatch], ["sendBatch, warm", f.batch], ["send()", f.single], ["sequential sendBatch", f.sequential], ["waves of send()", f.waves]] as const;
+      for (const [what, t] of runs) {
         if (t.resends === 0) continue;
         log(
           `    ${s}, round ${round + 1}, ${what}: ${t.resends} request(s) sent again after a connection reset ` +
@@ -333,6 +386,33 @@ function otherWorkLine(rounds: ReadonlyArray<OtherWork | undefined>, runMs: numb
     `    the machine's other work during the send run (processes outside the bench and the host, kernel threads included): ${ms(mid.othersMs)} of CPU in ` +
       `${runMs / 1000} s, ${((100 * mid.othersMs) / runMs).toFixed(1)}% of one core${top === "" ? "" : ` (the most: ${top})`}; ` +
       `hypervisor steal ${ms(mid.stealMs)} (the round with the median; rounds: ${rounds.map((r) => ms(r!.othersMs)).join(", ")})`
+  );
+}
+
+/** The stages of celld's sendBatch calls, in the order a call meets them (bindings' SendStages). */
+const stageNames = [
+  ["readMs", "body read"],
+  ["decodeMs", "decode"],
+  ["waitMs", "wait for the group"],
+  ["commitMs", "commit"],
+  ["flushMs", "fsync"],
+  ["answerMs", "answer"],
+] as const;
+
+/**
+ * One sendBatch's time split into its stages in celld's Node process, medians (each round's
+ * median, then the median of the rounds), and what is left of the call as the Worker waits for
+ * it: workerd, the Worker's own code and the socket both ways, which Node cannot see.
+ */
+function stagesLine(runs: readonly Throughput[], callMs: number): string {
+  const perRound = (key: string): number[] =>
+    runs.map((t) => median(t.stages.filter((x) => x["call"] === "sendBatch").map((x) => x[key] as number)));
+  if (runs.some((t) => t.stages.every((x) => x["call"] !== "sendBatch"))) return "    stages of a sendBatch: none reported";
+  const parts = stageNames.map(([key, name]) => `${name} ${ms(median(perRound(key)))}`);
+  const inNode = median(perRound("totalMs"));
+  return (
+    `    one sendBatch(${perBatch}) in celld's Node process, medians: ${parts.join(", ")}; ` +
+    `in all ${ms(inNode)}, of the ${ms(callMs)} the Worker waits; workerd to Node and back (workerd, the socket, the Worker's loop) ${ms(callMs - inNode)}`
   );
 }
 

@@ -28,12 +28,19 @@ type ParentMessage = { type: "stop" } | { type: "loop" };
 export interface LoopTime {
   active: number;
   idle: number;
+  /** celld: where each send's time went since the last ask (ServedHost.takeStages), in ms by stage. */
+  stages?: StageSample[];
 }
+
+/** One producer call's stages, ms by name (celld's SendStages, read here without importing celld). */
+export type StageSample = Record<string, number | string>;
 
 export interface ServedHost {
   url: URL;
   /** celld: where workerd serves the first Worker, behind the front on `url` (bench/front-door.ts). */
   directUrl?: URL;
+  /** The stages of the sends since the last call (celld only), handed out once. */
+  takeStages?(): StageSample[];
   close(): Promise<void>;
 }
 
@@ -52,6 +59,7 @@ export function serveHost(start: HostStarter): void {
     unreported = undefined;
     if (process.connected) send({ type: "consumed", count } satisfies ChildMessage);
   };
+  let served: ServedHost | undefined;
   const starting = start((count) => {
     if (unreported === undefined) setImmediate(report);
     unreported = (unreported ?? 0) + count;
@@ -75,7 +83,7 @@ export function serveHost(start: HostStarter): void {
     if (message.type === "stop") stop();
     if (message.type === "loop" && process.connected) {
       const { active, idle } = performance.eventLoopUtilization();
-      send({ type: "loop", time: { active, idle } } satisfies ChildMessage);
+      send({ type: "loop", time: { active, idle, stages: served?.takeStages?.() } } satisfies ChildMessage);
     }
   });
   // The bench went away (crashed or was interrupted): clean up all the same.
@@ -89,7 +97,10 @@ export function serveHost(start: HostStarter): void {
     stop();
   });
   starting.then(
-    (host) => send({ type: "ready", url: host.url.href, directUrl: host.directUrl?.href } satisfies ChildMessage),
+    (host) => {
+      served = host;
+      send({ type: "ready", url: host.url.href, directUrl: host.directUrl?.href } satisfies ChildMessage);
+    },
     (error: unknown) => {
       const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
       send({ type: "failed", message } satisfies ChildMessage, () => process.exit(1));

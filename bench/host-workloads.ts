@@ -6,7 +6,7 @@
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
-import type { HostProcess } from "./host-process.ts";
+import type { HostProcess, StageSample } from "./host-process.ts";
 import { hostCpuSeconds, type CpuSeconds } from "./process-cpu.ts";
 
 const drainTimeoutMs = 60_000;
@@ -78,6 +78,8 @@ export interface Throughput {
   /** Requests sent again after a connection reset, and what the first reset said. */
   resends: number;
   firstReset: string | undefined;
+  /** celld: each send's stages in its Node process during the run (LoopTime.stages). */
+  stages: StageSample[];
 }
 
 /** `calls` requests to `path`, each sending `perCall` messages, `inFlight` requests at a time. */
@@ -117,6 +119,7 @@ export async function endToEnd(d: Driver, path: string, calls: number, perCall: 
     loopBusy: loopActive / (loopActive + loopAfter.idle - loopBefore.idle),
     resends: d.resends - resendsBefore,
     firstReset: d.firstReset,
+    stages: loopAfter.stages ?? [],
   };
 }
 
