@@ -24,7 +24,7 @@ afterEach(async () => {
 });
 
 async function startServe(dataDir: string): Promise<{ serve: Run; workers: string; api: string }> {
-  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0"], dataDir);
+  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", "orgs/acme/projects/web/envs/prod"], dataDir);
   running.push(serve);
   const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
   return { serve, workers: workers!, api: api! };

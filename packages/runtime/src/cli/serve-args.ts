@@ -1,4 +1,6 @@
 import { resolve } from "node:path";
+import { checkEnvName } from "../api/names.ts";
+import { defaultWorkerEnv } from "../api/queue-directory.ts";
 import { UsageError, parseOptions, port } from "./args.ts";
 
 export interface ServeArgs {
@@ -10,6 +12,11 @@ export interface ServeArgs {
   apiHost: string;
   /** `<worker>.<domain>` reaches that Worker, as `<worker>.localhost` does. */
   workersDevDomain: string | undefined;
+  /**
+   * The environment (`orgs/{org}/projects/{project}/envs/{env}`) whose queues the deployed Workers
+   * bind; only its tokens deploy. Default the one `celld dev`'s Workers use.
+   */
+  workersEnv: string;
 }
 
 export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
@@ -22,6 +29,7 @@ export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
       "api-port": { type: "string" },
       "api-host": { type: "string" },
       "workers-dev-domain": { type: "string" },
+      "workers-env": { type: "string" },
     },
     strict: true,
     allowPositionals: false,
@@ -38,5 +46,15 @@ export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
     apiPort,
     apiHost: values["api-host"] ?? "127.0.0.1",
     workersDevDomain: values["workers-dev-domain"],
+    workersEnv: workersEnv(values["workers-env"]),
   };
+}
+
+function workersEnv(value: string | undefined): string {
+  if (value === undefined) return defaultWorkerEnv;
+  try {
+    return checkEnvName("--workers-env", value);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }

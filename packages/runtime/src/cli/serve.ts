@@ -1,5 +1,7 @@
 import { systemClock, type CellRegistry } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
+import { R2BucketList } from "../deploy/r2-bucket-list.ts";
+import { servedWorkersQueues } from "../serve/serve-workers-queues.ts";
 import { DeployService } from "../deploy/deploy-service.ts";
 import { DeployStore } from "../deploy/deploy-store.ts";
 import { descriptorBudget } from "../front/descriptor-budget.ts";
@@ -61,10 +63,22 @@ export async function serve(args: ServeArgs): Promise<number> {
     });
     // The consumers added through the API (wrangler queues consumer add, deploy's consumers): each
     // start of the Workers runs them, and the API tells every change.
-    const addedConsumers = new AddedConsumers(readAddedConsumers(args.dataDir));
-    runtime = new ServeRuntime({ dataDir: args.dataDir, registry, front, log, graceMs, cellIdleCloseMs, afterRun: () => takeSignals(), addedConsumers });
+    const addedConsumers = new AddedConsumers(readAddedConsumers(args.dataDir, args.workersEnv));
+    const running = new ServeRuntime({
+      dataDir: args.dataDir,
+      registry,
+      front,
+      log,
+      graceMs,
+      cellIdleCloseMs,
+      workersDevDomain: args.workersDevDomain,
+      afterRun: () => takeSignals(),
+      addedConsumers,
+    });
+    runtime = running;
     const store = new DeployStore(args.dataDir);
-    const workers = new DeployService(store, runtime);
+    const workers = new DeployService(store, running);
+    const r2Buckets = new R2BucketList(args.dataDir, () => running.workers.flatMap((w) => w.r2Buckets.map((b) => b.bucketName)));
     await workers.start();
     api = await startApiServer({
       registry,
@@ -73,13 +87,21 @@ export async function serve(args: ServeArgs): Promise<number> {
       port: args.apiPort,
       host: args.apiHost,
       connectionsMax: budget.apiConnectionsMax,
-      cloudflareServices: { workers },
       addedConsumers,
+      // The deployed Workers' queues are the Workers environment's, as `celld dev`'s are.
+      workerQueues: { env: args.workersEnv },
+      cloudflareServices: {
+        workers,
+        workersEnv: args.workersEnv,
+        workersQueues: servedWorkersQueues(() => running.workers),
+        r2Buckets,
+      },
       onInternalError: (error) => log.error("the API failed a request", error),
       onStorageFailure: (line) => log.error(`the API refused calls: ${line}`),
     });
     const deployed = store.scripts();
     log.info(`celld serve: data in ${args.dataDir}; ${deployed.length === 0 ? "nothing deployed yet" : `running ${deployed.join(", ")}`}`);
+    log.info(`deploys take tokens of ${args.workersEnv} (account ${args.workersEnv.split("/")[1]}); its queues are the Workers' queues`);
     log.info(`Workers on ${front.url.href.replace(/\/$/, "")}; API on ${api.url} (wrangler: CLOUDFLARE_API_BASE_URL=${api.url}/client/v4)`);
   } catch (error) {
     await closeAll();

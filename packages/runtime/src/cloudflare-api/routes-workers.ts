@@ -1,5 +1,5 @@
-import { CronExpressionError, parseCron } from "../config/cron/cron-expression.ts";
 import { DeployError } from "../deploy/deploy-errors.ts";
+import { CloudflareError, cloudflareCodes } from "./cloudflare-errors.ts";
 import { deployLimits } from "../deploy/deploy-limits.ts";
 import type { DeployService } from "../deploy/deploy-service.ts";
 import { isVersionId } from "../deploy/deploy-names.ts";
@@ -31,14 +31,11 @@ export const workerRoutes: CloudflareRoute[] = [
   { method: "POST", path: `${script}/deployments`, scope: write, body: "json", handle: createDeployment },
   { method: "GET", path: `${script}/settings`, scope: read, body: "none", handle: getSettings },
   { method: "PATCH", path: `${script}/script-settings`, scope: write, body: "json", handle: patchScriptSettings },
-  { method: "GET", path: "/accounts/{account}/workers/subdomain", scope: read, body: "none", handle: accountSubdomain },
-  { method: "GET", path: `${script}/subdomain`, scope: read, body: "none", handle: getSubdomain },
-  { method: "POST", path: `${script}/subdomain`, scope: write, body: "json", handle: setSubdomain },
-  { method: "GET", path: `${script}/schedules`, scope: read, body: "none", handle: getSchedules },
-  { method: "PUT", path: `${script}/schedules`, scope: write, body: "json", handle: putSchedules },
   { method: "GET", path: `${script}/secrets`, scope: read, body: "none", handle: listSecrets },
   { method: "PUT", path: `${script}/secrets`, scope: write, body: "json", handle: putSecret },
   { method: "DELETE", path: `${script}/secrets/{secret}`, scope: write, body: "none", handle: deleteSecret },
+  { method: "POST", path: `${script}/assets-upload-session`, scope: write, body: "json", handle: refuseAssets },
+  { method: "POST", path: `${script}/tails`, scope: read, body: "json", handle: refuseTail },
   { method: "GET", path: `${script}/references`, scope: read, body: "none", handle: references },
   { method: "GET", path: "/accounts/{account}/workers/tails/by-consumer/{script}", scope: read, body: "none", handle: async () => ({ result: [] }) },
   { method: "GET", path: "/accounts/{account}/storage/kv/namespaces", scope: read, body: "none", handle: kvNamespaces },
@@ -50,37 +47,49 @@ export const workerRoutes: CloudflareRoute[] = [
  * namespaces it would remove with the Worker).
  */
 async function kvNamespaces(ctx: CloudflareContext): Promise<CloudflareReply> {
-  service(ctx);
+  workersService(ctx);
   return { result: [], resultInfo: { page: 1, per_page: 100, count: 0, total_count: 0, total_pages: 0 } };
 }
 
-function service(ctx: CloudflareContext): DeployService {
+/**
+ * The host's deploy service. Only tokens of the Workers' environment (`celld serve --workers-env`)
+ * reach it: a deployed Worker's queues are that environment's, which its deployer must see.
+ */
+export function workersService(ctx: CloudflareContext): DeployService {
   const workers = ctx.services.workers;
   if (workers === undefined) throw new DeployError("script_not_found", "this celld runs no deployed Workers (start it with celld serve)");
+  const env = ctx.services.workersEnv;
+  if (env !== undefined && ctx.env !== env) {
+    throw new CloudflareError(
+      403,
+      cloudflareCodes.permission,
+      `Unauthorized to access requested resource: this celld serve runs the Workers of ${env} (--workers-env), and this token is for ${ctx.env}`,
+    );
+  }
   return workers;
 }
 
 /** The service, and the Worker named in the path, which must exist (else 10007). */
-function existing(ctx: CloudflareContext): { workers: DeployService; name: string } {
-  const workers = service(ctx);
+export function existingWorker(ctx: CloudflareContext): { workers: DeployService; name: string } {
+  const workers = workersService(ctx);
   const name = ctx.params.script!;
   workers.requireScript(name);
   return { workers, name };
 }
 
 async function getService(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   return { result: serviceJson(workers.store, name) };
 }
 
 async function listScripts(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const workers = service(ctx);
+  const workers = workersService(ctx);
   const names = workers.store.scripts();
   return { result: names.map((name) => scriptJson(workers.store, name)) };
 }
 
 async function upload(ctx: CloudflareContext, deploy: boolean): Promise<CloudflareReply> {
-  const workers = service(ctx);
+  const workers = workersService(ctx);
   const name = ctx.params.script!;
   const started = performance.now();
   const { version, deployment, warnings } = await workers.upload(name, ctx.bytes ?? new Uint8Array(), ctx.req.headers["content-type"], {
@@ -102,25 +111,25 @@ async function upload(ctx: CloudflareContext, deploy: boolean): Promise<Cloudfla
 }
 
 async function listVersions(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   return { result: { items: workers.store.versions(name).map((v) => versionJson(v)) } };
 }
 
 async function getVersion(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   const id = ctx.params.version!;
   if (!isVersionId(id)) throw new DeployError("version_not_found", `version id ${JSON.stringify(id)} is not a version id`);
   return { result: versionJson(workers.store.version(name, id), workers.store.secretNames(name)) };
 }
 
 async function listDeployments(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   return { result: { deployments: workers.store.deployments(name).map(deploymentJson) } };
 }
 
 /** One version at 100%: gradual deployments (a split between two versions) are not served. */
 async function createDeployment(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   const body = (ctx.body ?? {}) as { strategy?: unknown; versions?: unknown; annotations?: unknown };
   const versions = Array.isArray(body.versions) ? (body.versions as { version_id?: unknown; percentage?: unknown }[]) : [];
   const whole = versions.filter((v) => v.percentage === 100);
@@ -136,7 +145,7 @@ async function createDeployment(ctx: CloudflareContext): Promise<CloudflareReply
 }
 
 async function getSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   const active = workers.store.active(name)?.version ?? workers.store.versions(name)[0];
   return {
     result: {
@@ -153,63 +162,20 @@ async function getSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
 
 /** Observability, logpush, tags, tail consumers: accepted and not acted on (said in messages). */
 async function patchScriptSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
-  existing(ctx);
+  existingWorker(ctx);
   return {
     result: ctx.body ?? {},
     messages: [{ code: 10000, message: "celld keeps no script settings (observability, logpush, tags, tail consumers): nothing changed" }],
   };
 }
 
-/** The account's workers.dev name: its id. A Worker answers as `<name>.localhost` on --port. */
-async function accountSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
-  service(ctx);
-  return { result: { subdomain: ctx.account } };
-}
-
-async function getSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
-  return { result: { enabled: workers.store.settings(name).workersDev, previews_enabled: false } };
-}
-
-async function setSubdomain(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
-  const enabled = (ctx.body as { enabled?: unknown }).enabled;
-  if (typeof enabled !== "boolean") throw new DeployError("invalid_request", `enabled must be true or false, got ${JSON.stringify(enabled ?? null)}`);
-  const settings = workers.store.updateSettings(name, { workersDev: enabled });
-  return { result: { enabled: settings.workersDev, previews_enabled: false } };
-}
-
-async function getSchedules(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
-  const settings = workers.store.settings(name);
-  return { result: { schedules: settings.schedules.map((cron) => ({ cron, created_on: settings.modifiedOn, modified_on: settings.modifiedOn })) } };
-}
-
-async function putSchedules(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
-  if (!Array.isArray(ctx.body)) throw new DeployError("invalid_request", "the body must be an array of {\"cron\": \"<expression>\"}");
-  const crons = (ctx.body as unknown[]).map((entry, i) => {
-    const cron = (entry as { cron?: unknown } | null)?.cron;
-    if (typeof cron !== "string") throw new DeployError("invalid_request", `[${i}].cron must be a string, got ${JSON.stringify(cron ?? null)}`);
-    try {
-      parseCron(cron);
-    } catch (error) {
-      if (!(error instanceof CronExpressionError)) throw error;
-      throw new DeployError("invalid_request", `[${i}].cron: ${error.message}`);
-    }
-    return cron;
-  });
-  await workers.setSchedules(name, [...new Set(crons)]);
-  return getSchedules(ctx);
-}
-
 async function listSecrets(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   return { result: workers.store.secretNames(name).map((secret) => ({ name: secret, type: "secret_text" })) };
 }
 
 async function putSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   const body = ctx.body as { name?: unknown; text?: unknown; type?: unknown };
   if (typeof body.name !== "string") throw new DeployError("invalid_request", `name must be a string, got ${JSON.stringify(body.name ?? null)}`);
   if (body.type !== undefined && body.type !== "secret_text") {
@@ -221,21 +187,42 @@ async function putSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
 }
 
 async function deleteSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   const secret = ctx.params.secret!;
   if (!(await workers.deleteSecret(name, secret))) throw new DeployError("invalid_request", `Worker "${name}" has no secret "${secret}"`);
   return { result: null };
 }
 
 async function deleteWorker(ctx: CloudflareContext): Promise<CloudflareReply> {
-  const { workers, name } = existing(ctx);
+  const { workers, name } = existingWorker(ctx);
   await workers.deleteScript(name);
   return { result: null };
 }
 
+/**
+ * wrangler opens an assets upload session before it uploads a Worker with `assets`: refused, before
+ * anything is uploaded, so the deploy stops with this message and changes nothing.
+ */
+async function refuseAssets(ctx: CloudflareContext): Promise<CloudflareReply> {
+  workersService(ctx);
+  throw new DeployError(
+    "invalid_upload",
+    "celld serve does not take static assets uploads (the `assets` key): serve the files from the Worker, or run the project with celld dev, which serves them",
+  );
+}
+
+/** `wrangler tail`: not served (docs/deploying.md says why); refused before wrangler opens its WebSocket. */
+async function refuseTail(ctx: CloudflareContext): Promise<CloudflareReply> {
+  existingWorker(ctx);
+  throw new DeployError(
+    "invalid_request",
+    "celld does not serve wrangler tail: the Workers' console output and exceptions are in celld serve's own log",
+  );
+}
+
 /** What else depends on the Worker: celld tracks no such references, so nothing blocks a delete. */
 async function references(ctx: CloudflareContext): Promise<CloudflareReply> {
-  existing(ctx);
+  existingWorker(ctx);
   return { result: { services: { incoming: [] }, durable_objects: [], dispatch_outbounds: [] } };
 }
 

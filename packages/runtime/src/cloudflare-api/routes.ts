@@ -3,7 +3,9 @@ import { cloudflareMessageRoutes } from "./queues/routes-messages.ts";
 import { cloudflarePurgeRoutes } from "./queues/routes-purge.ts";
 import { cloudflareQueueRoutes } from "./queues/routes-queues.ts";
 import { accountRoutes } from "./routes-accounts.ts";
+import { workerTriggerRoutes } from "./routes-workers-triggers.ts";
 import { workerRoutes } from "./routes-workers.ts";
+import { zoneAndR2Routes } from "./routes-zones-r2.ts";
 import type { CloudflareRoute } from "./route.ts";
 
 /**
@@ -17,4 +19,6 @@ export const cloudflareRoutes: readonly CloudflareRoute[] = [
   ...cloudflareMessageRoutes,
   ...cloudflarePurgeRoutes,
   ...workerRoutes,
+  ...workerTriggerRoutes,
+  ...zoneAndR2Routes,
 ];

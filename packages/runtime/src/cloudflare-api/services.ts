@@ -1,4 +1,5 @@
 import type { DeployService } from "../deploy/deploy-service.ts";
+import type { R2BucketList } from "../deploy/r2-bucket-list.ts";
 
 /**
  * What the host lends the Cloudflare routes beyond the native API's deps (ApiDeps): each member is
@@ -8,6 +9,13 @@ import type { DeployService } from "../deploy/deploy-service.ts";
 export interface CloudflareServices {
   /** `celld serve`'s deployed Workers: scripts, versions, deployments, secrets, schedules. */
   workers?: DeployService;
+  /**
+   * The environment whose queues `celld serve`'s Workers bind (`--workers-env`): only its tokens
+   * may deploy, so that a Worker's queues are the ones its deployer sees.
+   */
+  workersEnv?: string;
+  /** `celld serve`'s R2 buckets, which wrangler checks before deploying a Worker that binds one. */
+  r2Buckets?: R2BucketList;
   /** The Workers config's side of its queues (queues/workers-queues.ts); absent: no config declares any. */
   workersQueues?: WorkersQueueInfo;
 }

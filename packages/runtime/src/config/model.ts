@@ -69,6 +69,11 @@ export interface WorkerConfig {
    * `--port` (front/worker-router.ts).
    */
   routes: { pattern: string; customDomain: boolean }[];
+  /**
+   * Whether `<name>.<--workers-dev-domain>` reaches it (`<name>.localhost` always does). Unset:
+   * it does. `celld serve` keeps it from wrangler's `POST .../subdomain` (`workers_dev`).
+   */
+  workersDev?: boolean;
   /** `triggers.crons`, each once, as written: the Worker's scheduled() handler runs at each. */
   crons: string[];
   /** esbuild's `define`: each name in the code is replaced by the expression. */

@@ -1,7 +1,7 @@
 import type { ConsumerConfig, WorkerConfig } from "../config/index.ts";
 import { DeployError } from "./deploy-errors.ts";
 import { deployLimits } from "./deploy-limits.ts";
-import type { DeploymentRecord, DeployStore, NewVersion, VersionRecord } from "./deploy-store.ts";
+import type { DeploymentRecord, DeployStore, NewVersion, ScriptSettings, VersionRecord } from "./deploy-store.ts";
 import { parseUploadForm, type ParsedUpload } from "./upload-form.ts";
 import { applyUploadMigrations, isKnownBinding, type KnownBinding, type UploadBinding } from "./upload-metadata.ts";
 import { versionWorker } from "./version-worker.ts";
@@ -28,12 +28,15 @@ export interface UploadResult {
   warnings: string[];
 }
 
-/** What changes for one Worker: the version it runs (null: none, it is deleted), its secrets. */
+/** The triggers of a Worker (wrangler's trigger step): each replaced whole when given. */
+export type TriggerSettings = Partial<Pick<ScriptSettings, "schedules" | "workersDev" | "routes" | "customDomains">>;
+
+/** What changes for one Worker: the version it runs (null: none, it is deleted), its secrets, its triggers. */
 interface Change {
   script: string;
   version: VersionRecord | null;
   secrets?: Record<string, string>;
-  schedules?: string[];
+  triggers?: TriggerSettings;
 }
 
 /**
@@ -47,7 +50,8 @@ interface Change {
  * and changes nothing. Changes of different Workers each restart the runtime: they queue.
  */
 export class DeployService {
-  private readonly busy = new Set<string>();
+  /** Per Worker, the change being applied: a second is refused (exclusive) or waits its turn (afterChangeOf). */
+  private readonly busy = new Map<string, Promise<unknown>>();
   private turn: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -122,15 +126,34 @@ export class DeployService {
     });
   }
 
-  /** `PUT .../schedules`: replaced whole; the running Worker restarts only if they changed. */
-  async setSchedules(script: string, crons: string[]): Promise<void> {
+  /**
+   * `PUT .../schedules`, `.../routes`, `.../domains/records`, `POST .../subdomain`: each replaced
+   * whole. The running Worker restarts only if one changed; a route another Worker has is refused.
+   */
+  async setTriggers(script: string, triggers: TriggerSettings): Promise<ScriptSettings> {
     this.requireScript(script);
-    await this.exclusive(script, async () => {
-      const same = JSON.stringify([...this.store.settings(script).schedules].sort()) === JSON.stringify([...crons].sort());
+    // wrangler's trigger step sends routes, custom domains, schedules... at once: each waits its turn.
+    await this.afterChangeOf(script);
+    return this.exclusive(script, async () => {
+      this.checkRoutesFree(script, triggers);
+      const current = this.store.settings(script);
+      const changed = (Object.keys(triggers) as (keyof TriggerSettings)[]).some((key) => !sameSetting(current[key], triggers[key]));
       const active = this.store.active(script);
-      if (!same && active !== undefined) await this.apply({ script, version: active.version, schedules: crons });
-      this.store.updateSettings(script, { schedules: crons });
+      if (changed && active !== undefined) await this.apply({ script, version: active.version, triggers });
+      return this.store.updateSettings(script, triggers);
     });
+  }
+
+  /** Each route pattern and custom domain belongs to one Worker, as on Cloudflare. */
+  private checkRoutesFree(script: string, triggers: TriggerSettings): void {
+    for (const other of this.store.scripts()) {
+      if (other === script) continue;
+      const settings = this.store.settings(other);
+      const route = triggers.routes?.find((r) => settings.routes.includes(r));
+      if (route !== undefined) throw new DeployError("invalid_request", `the route ${route} is already assigned to Worker "${other}"`);
+      const domain = triggers.customDomains?.find((d) => settings.customDomains.includes(d));
+      if (domain !== undefined) throw new DeployError("invalid_request", `the custom domain ${domain} is already assigned to Worker "${other}"`);
+    }
   }
 
   /** Stops the Worker, then removes it, its versions and secrets. */
@@ -164,7 +187,7 @@ export class DeployService {
       return versionWorker({
         version,
         modulesDir: this.store.modulesDir(script, version.id),
-        settings: changed?.schedules === undefined ? settings : { ...settings, schedules: changed.schedules },
+        settings: { ...settings, ...changed?.triggers },
         secrets,
         consumers: this.consumersOf(script),
       });
@@ -225,17 +248,29 @@ export class DeployService {
     }
   }
 
+  /** Resolves when no change of the Worker is being applied (then the caller takes its turn at once). */
+  private async afterChangeOf(script: string): Promise<void> {
+    while (this.busy.has(script)) await this.busy.get(script)!.catch(() => undefined);
+  }
+
   private async exclusive<T>(script: string, fn: () => Promise<T>): Promise<T> {
     if (this.busy.has(script)) {
       throw new DeployError("conflict", `another change to Worker "${script}" is being applied; this one changed nothing, try again when it is done`);
     }
-    this.busy.add(script);
+    const running = fn();
+    this.busy.set(script, running);
     try {
-      return await fn();
+      return await running;
     } finally {
       this.busy.delete(script);
     }
   }
+
+}
+
+function sameSetting(a: unknown, b: unknown): boolean {
+  const sorted = (v: unknown) => (Array.isArray(v) ? [...(v as string[])].sort() : v);
+  return JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
 }
 
 function inherited(script: string, binding: Extract<KnownBinding, { type: "inherit" }>, previous: VersionRecord | undefined): UploadBinding {

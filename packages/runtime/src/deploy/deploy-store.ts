@@ -14,7 +14,7 @@ import type { UploadBinding } from "./upload-metadata.ts";
  *   scripts/<name>/versions/<version id>/modules/...    its modules, as uploaded
  *   scripts/<name>/deployments/<n>-<id>.json            each deployment, written once
  *   scripts/<name>/active.json                          the deployment that runs, replaced whole
- *   scripts/<name>/settings.json                        schedules, workers.dev, migration tag
+ *   scripts/<name>/settings.json                        schedules, workers.dev, routes, custom domains
  *   scripts/<name>/secrets.json                         0600, values never logged or returned
  *
  * A version's directory is written under another name and renamed into place, and active.json is
@@ -72,6 +72,10 @@ export interface ScriptSettings {
   schedules: string[];
   /** `POST .../subdomain`: whether `<name>.<workers.dev domain>` reaches it. */
   workersDev: boolean;
+  /** `PUT .../routes`: route patterns, replaced whole. */
+  routes: string[];
+  /** `PUT .../domains/records`: custom domains (whole host names), replaced whole. */
+  customDomains: string[];
   createdOn: string;
   modifiedOn: string;
 }
@@ -256,12 +260,14 @@ export class DeployStore {
   settings(script: string): ScriptSettings {
     checkScriptName(script);
     const path = join(this.scriptDir(script), "settings.json");
-    if (existsSync(path)) return JSON.parse(readFileSync(path, "utf8")) as ScriptSettings;
     const now = new Date(this.clock.now()).toISOString();
-    return { schedules: [], workersDev: true, createdOn: now, modifiedOn: now };
+    const defaults: ScriptSettings = { schedules: [], workersDev: true, routes: [], customDomains: [], createdOn: now, modifiedOn: now };
+    // A settings file written before routes and custom domains were kept has neither.
+    if (existsSync(path)) return { ...defaults, ...(JSON.parse(readFileSync(path, "utf8")) as Partial<ScriptSettings>) };
+    return defaults;
   }
 
-  updateSettings(script: string, change: Partial<Pick<ScriptSettings, "schedules" | "workersDev">>): ScriptSettings {
+  updateSettings(script: string, change: Partial<Pick<ScriptSettings, "schedules" | "workersDev" | "routes" | "customDomains">>): ScriptSettings {
     const settings = { ...this.settings(script), ...change, modifiedOn: new Date(this.clock.now()).toISOString() };
     mkdirSync(this.scriptDir(script), { recursive: true });
     replaceFile(join(this.scriptDir(script), "settings.json"), JSON.stringify(settings, null, 2));

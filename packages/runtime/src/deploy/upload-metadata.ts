@@ -82,6 +82,12 @@ export function parseUploadMetadata(text: string): { metadata: UploadMetadata; w
   }
   const parsed = metadataSchema.safeParse(raw);
   if (!parsed.success) throw new DeployError("invalid_upload", `metadata: ${describe(parsed.error)}`);
+  // Refused whole rather than run without its files: a Worker whose assets are missing answers 404s.
+  for (const key of ["assets", "keep_assets"] as const) {
+    if (parsed.data[key] !== undefined) {
+      throw new DeployError("invalid_upload", `metadata.${key}: celld serve does not take static assets uploads; serve the files from the Worker, or use celld dev`);
+    }
+  }
   const warnings: string[] = [];
   const bindings: UploadBinding[] = parsed.data.bindings.map((binding, i) => {
     if (!knownTypes.has(binding.type)) {

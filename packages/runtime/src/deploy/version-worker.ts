@@ -53,8 +53,12 @@ export function versionWorker(input: VersionWorkerInput): WorkerConfig {
     })),
     durableObjectClasses: version.durableObjectClasses,
     services: of("service").map((b) => ({ binding: b.name, service: b.service, ...(b.entrypoint === undefined ? {} : { entrypoint: b.entrypoint }) })),
-    // A deployed script's routes come from Cloudflare's routes API, not its upload: none yet.
-    routes: [],
+    // A deployed script's routes come from the routes and custom domains APIs, not its upload.
+    routes: [
+      ...input.settings.routes.map((pattern) => ({ pattern, customDomain: false })),
+      ...input.settings.customDomains.map((pattern) => ({ pattern, customDomain: true })),
+    ],
+    workersDev: input.settings.workersDev,
     crons: [...new Set(input.settings.schedules)],
     define: {},
     alias: {},

@@ -10,6 +10,8 @@ export interface WorkerRoute {
 export interface RoutedWorker {
   name: string;
   routes: readonly WorkerRoute[];
+  /** False: `<name>.<workersDevDomain>` does not reach it (`<name>.localhost` still does). */
+  workersDev?: boolean;
 }
 
 export interface WorkerRouterOptions {
@@ -43,6 +45,7 @@ interface CompiledRoute {
 export class WorkerRouter {
   readonly #first: string;
   readonly #byHost = new Map<string, string>();
+  readonly #notOnWorkersDev = new Set<string>();
   readonly #routes: CompiledRoute[] = [];
   readonly #customDomains = new Map<string, string>();
   readonly #suffixes: string[];
@@ -56,6 +59,7 @@ export class WorkerRouter {
     this.#suffixes = domain === undefined || domain === "" ? [".localhost"] : [".localhost", `.${domain}`];
     for (const worker of options.workers) {
       this.#byHost.set(worker.name.toLowerCase(), worker.name);
+      if (worker.workersDev === false) this.#notOnWorkersDev.add(worker.name);
       for (const route of worker.routes) {
         if (route.customDomain) this.#customDomains.set(customDomainHost(route.pattern), worker.name);
         else this.#routes.push({ worker: worker.name, route: parseRoutePattern(route.pattern) });
@@ -86,14 +90,15 @@ export class WorkerRouter {
 
   /** The host names that reach `worker` by name, for the start banner. */
   workerHosts(worker: string): string[] {
-    return this.#suffixes.map((suffix) => `${worker.toLowerCase()}${suffix}`);
+    const suffixes = this.#notOnWorkersDev.has(worker) ? [".localhost"] : this.#suffixes;
+    return suffixes.map((suffix) => `${worker.toLowerCase()}${suffix}`);
   }
 
   #workerHost(hostname: string): string | undefined {
     for (const suffix of this.#suffixes) {
       if (hostname.length > suffix.length && hostname.endsWith(suffix)) {
         const name = this.#byHost.get(hostname.slice(0, -suffix.length));
-        if (name !== undefined) return name;
+        if (name !== undefined && (suffix === ".localhost" || !this.#notOnWorkersDev.has(name))) return name;
       }
     }
     return undefined;

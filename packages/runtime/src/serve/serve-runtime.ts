@@ -22,6 +22,8 @@ export interface ServeRuntimeOptions {
   /** How long in-flight batches of the Workers being replaced may run before they are handed back. */
   graceMs: number;
   cellIdleCloseMs?: number;
+  /** `--workers-dev-domain`: `<worker>.<domain>` reaches a Worker whose workers.dev is on. */
+  workersDevDomain?: string;
   /** Told after each run, whatever its outcome (each start of workerd adds Miniflare's signal listeners). */
   afterRun?: () => void;
   /** The consumers added through the API, which each start of the Workers runs. */
@@ -151,13 +153,15 @@ export class ServeRuntime implements WorkersRuntime {
       cellIdleCloseMs: this.options.cellIdleCloseMs,
       ...(bundles === undefined ? {} : { bundles }),
       addedConsumers: this.options.addedConsumers,
+      workersDevDomain: this.options.workersDevDomain,
     });
     this.host = host;
     this.running = workers;
-    front.setRouter(new WorkerRouter({ workers: workers.map((w) => ({ name: w.name, routes: [] })) }));
-    // Only the first Worker has a socket of its own in workerd today; the others are reached
-    // through service bindings (what is left: docs/deploying.md).
-    front.setUpstreams(new Map([[workers[0]!.name, { host: host.url.hostname, port: Number(host.url.port) }]]));
+    front.setRouter(new WorkerRouter({ workers, workersDevDomain: this.options.workersDevDomain }));
+    // Every Worker goes to the host's own front on loopback, which routes by the same rules to
+    // each Worker's socket and follows workerd's restarts (host/workers-front.ts).
+    const inner = { host: host.url.hostname, port: Number(host.url.port) };
+    front.setUpstreams(new Map(workers.map((w) => [w.name, inner])));
   }
 }
 

@@ -55,13 +55,13 @@ export async function tellAddedConsumers(deps: ApiDeps, except?: string): Promis
  * The consumers the API added, read from `<dataDir>/api/catalog.sqlite` before anything starts
  * (none when there is no catalog yet): a host starting gives its queues their policies and runs
  * their Worker consumers, with the API's port or without it. The queue names are those of
- * `celld dev` and `celld serve`'s Workers environment (QueueDirectory.cellNameOf).
+ * the Workers environment (`celld dev`'s, or `celld serve --workers-env`; QueueDirectory.cellNameOf).
  */
-export function readAddedConsumers(dataDir: string): AddedConsumer[] {
+export function readAddedConsumers(dataDir: string, workerEnv = defaultWorkerEnv): AddedConsumer[] {
   if (!existsSync(join(dataDir, "api", "catalog.sqlite"))) return [];
   const catalog = Catalog.open(dataDir);
   try {
-    const workerQueues = `${defaultWorkerEnv}/queues/`;
+    const workerQueues = `${workerEnv}/queues/`;
     return catalog.allConsumers().map((row) => addedConsumerOf(row, (name) => (name.startsWith(workerQueues) ? shortId(name) : name)));
   } finally {
     catalog.close();

@@ -26,8 +26,9 @@ export function consumersOf(ctx: CloudflareContext, row: QueueRow): QueueConsume
   ];
 }
 
+/** The Workers that send to it: any queue of the Workers environment may be bound, one the API created too. */
 export function producersOf(ctx: CloudflareContext, row: QueueRow): string[] {
-  return row.origin === "workers" ? (ctx.services.workersQueues?.producers(row.queue) ?? []) : [];
+  return row.env === ctx.deps.directory.workerEnv ? (ctx.services.workersQueues?.producers(row.queue) ?? []) : [];
 }
 
 /** The consumer that serves pulls: the first http_pull one. */
