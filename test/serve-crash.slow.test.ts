@@ -130,6 +130,7 @@ test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no ack
 
     // Sends at about 50/s while a deploy of the next version runs; celld is killed part way.
     let sending = true;
+    const ackedBefore = acked.size;
     const sender = (async () => {
       while (sending) {
         const id = nextId++;
@@ -150,6 +151,8 @@ test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no ack
     await sender;
     const answered = await deploying;
     expect(reached, `stage ${stage} of round ${round}`).toBe(true);
+    // Sends were acknowledged in this round, before or during its deploy.
+    expect(acked.size, `acknowledged sends in round ${round}`).toBeGreaterThan(ackedBefore);
     outcomes.push(`at ${stage}: deploy ${answered === undefined ? "cut" : answered.status}, runs v${activeVersion(dataDir)}`);
 
     ({ serve, workers, api } = await startServe(dataDir));
@@ -171,7 +174,6 @@ test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no ack
       for (const m of batch) found.add((JSON.parse(Buffer.from(m.body).toString()) as { id: number }).id);
     }
     expect([...acked].filter((id) => !found.has(id))).toEqual([]);
-    expect(acked.size).toBeGreaterThan(rounds * 10);
   } finally {
     await registry.closeAll();
   }

@@ -218,3 +218,19 @@ test("two deploys of one Worker racing: one wins whole, the other gets a conflic
   expect(stack.service.store.active("racer")?.version.id).toBe(stack.service.store.versions("racer")[0]?.id);
   expect(stack.runtime.workers.map((w) => w.name)).toEqual(["other", "racer"]);
 }, 120_000);
+
+test("a version that throws at load is refused while the old one serves on, under load, none failing", async () => {
+  const stack = await startServeStack(dataDir());
+  stacks.push(stack);
+  await deploy(stack, "hello", `export default { fetch() { return new Response("v1") } }`, {});
+  const load = steadyLoad(stack.front.url, "hello.localhost", 100, () => "/");
+  await expect(deploy(stack, "hello", `throw new Error("broken at load"); export default {}`, {})).rejects.toMatchObject({
+    code: 10021,
+    message: expect.stringMatching(/broken at load/),
+  });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const result = await load.stop();
+  expect(result.errors).toEqual([]);
+  expect(result.answers.every((a) => a.status === 200 && a.body === "v1")).toBe(true);
+  expect(stack.service.store.versions("hello")).toHaveLength(1);
+}, 120_000);
