@@ -221,5 +221,10 @@ describe("wrangler deploy's triggers and bindings on celld serve", () => {
 
     // The cron: back's scheduled() ran at a minute boundary and wrote what front reads.
     await until("the cron run", 90_000, async () => ((await asHost(workers!, "front.localhost", "/files/cron")).body === "* * * * *" ? true : undefined));
+
+    // Deleting a Worker drops its queue consumers; the queue and the producer stay.
+    ok(await wranglerBack(["delete", "--force"]));
+    const [after] = (await cf("/accounts/acme/queues?name=jobs")).json.result as { producers: unknown[]; consumers: unknown[] }[];
+    expect(after).toMatchObject({ producers: [{ type: "worker", script: "front" }], consumers: [] });
   });
 });

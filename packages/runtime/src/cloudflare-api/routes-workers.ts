@@ -1,5 +1,6 @@
 import { DeployError } from "../deploy/deploy-errors.ts";
 import { CloudflareError, cloudflareCodes } from "./cloudflare-errors.ts";
+import { tellAddedConsumers } from "./queues/added-consumers-of.ts";
 import { deployLimits } from "../deploy/deploy-limits.ts";
 import type { DeployService } from "../deploy/deploy-service.ts";
 import { isVersionId } from "../deploy/deploy-names.ts";
@@ -193,9 +194,14 @@ async function deleteSecret(ctx: CloudflareContext): Promise<CloudflareReply> {
   return { result: null };
 }
 
+/** The Worker's queue consumers go with it, as on Cloudflare (its queues and their messages stay). */
 async function deleteWorker(ctx: CloudflareContext): Promise<CloudflareReply> {
   const { workers, name } = existingWorker(ctx);
   await workers.deleteScript(name);
+  const { catalog } = ctx.deps;
+  const consumers = catalog.allConsumers().filter((c) => c.type === "worker" && c.script === name);
+  for (const consumer of consumers) catalog.deleteConsumer(consumer.queue, consumer.consumerId);
+  if (consumers.length > 0) await tellAddedConsumers(ctx.deps);
   return { result: null };
 }
 
