@@ -159,17 +159,17 @@ describe("wrangler deploy's triggers and bindings on celld serve", () => {
 
     // Each Worker by its name host, the routes and the custom domain, the workers.dev switch.
     expect((await asHost(workers!, "back.localhost")).body).toBe("back");
-    expect((await asHost(workers!, "front.localhost", "/x")).body).toBe("front front.localhost/x");
+    // front has workers_dev = false: no name host at all, as its workers.dev URL goes on Cloudflare.
+    expect(await asHost(workers!, "front.localhost", "/x")).toMatchObject({ status: 404 });
     expect((await asHost(workers!, "api.example.test", "/v1/items")).body).toBe("front api.example.test/v1/items");
     expect((await asHost(workers!, "shop.example.test", "/cart")).body).toBe("front shop.example.test/cart");
     expect((await asHost(workers!, "back.workers.test")).body).toBe("back");
-    // front has workers_dev = false: its workers.dev host is nobody's, so the first Worker takes it.
-    expect((await asHost(workers!, "front.workers.test")).body).toBe("back");
+    expect(await asHost(workers!, "front.workers.test")).toMatchObject({ status: 404 });
 
     // front's producer binding feeds back's consumer, which the consumer calls after upload started.
-    for (const n of [1, 2, 3]) expect((await asHost(workers!, "front.localhost", `/send?n=${n}`)).body).toBe("sent");
+    for (const n of [1, 2, 3]) expect((await asHost(workers!, "api.example.test", `/send?n=${n}`)).body).toBe("sent");
     for (const n of [1, 2, 3]) {
-      await until(`job ${n}`, 30_000, async () => ((await asHost(workers!, "front.localhost", `/files/job-${n}`)).body === "done by back" ? true : undefined));
+      await until(`job ${n}`, 30_000, async () => ((await asHost(workers!, "api.example.test", `/files/job-${n}`)).body === "done by back" ? true : undefined));
     }
     const [jobs] = (await cf("/accounts/acme/queues?name=jobs")).json.result as { producers: unknown[]; consumers: { script: string }[] }[];
     expect(jobs!.producers).toEqual([{ type: "worker", script: "front" }]);
@@ -220,7 +220,7 @@ describe("wrangler deploy's triggers and bindings on celld serve", () => {
     expect(made).toMatchObject({ queue_name: "made-on-deploy", producers: [{ type: "worker", script: "direct" }] });
 
     // The cron: back's scheduled() ran at a minute boundary and wrote what front reads.
-    await until("the cron run", 90_000, async () => ((await asHost(workers!, "front.localhost", "/files/cron")).body === "* * * * *" ? true : undefined));
+    await until("the cron run", 90_000, async () => ((await asHost(workers!, "api.example.test", "/files/cron")).body === "* * * * *" ? true : undefined));
 
     // Deleting a Worker drops its queue consumers; the queue and the producer stay.
     ok(await wranglerBack(["delete", "--force"]));

@@ -24,12 +24,24 @@ function get(url: URL, host: string, path = "/"): Promise<{ status: number; body
 
 const worker = (name: string) => `export default { fetch(req) { return new Response("${name} " + req.url); } };\n`;
 
-test("every Worker of a two-config deployment answers on the one port, by Host and by its routes", async () => {
+test("every Worker of a deployment answers on the one port, by Host and by its routes; workers_dev = false hides the Host", async () => {
   const p = project();
   projects.push(p);
   const app = p.write({
-    "app/wrangler.toml": 'name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n',
-    "app/worker.js": worker("app"),
+    "app/wrangler.toml":
+      'name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\nservices = [{ binding = "PRIVATE", service = "private" }]\n',
+    "app/worker.js": `export default {
+  fetch(req, env) {
+    if (new URL(req.url).pathname === "/through-binding") return env.PRIVATE.fetch(req);
+    return new Response("app " + req.url);
+  },
+};
+`,
+  });
+  // As on Cloudflare with workers_dev = false: no name host; its routes and bindings still reach it.
+  const hidden = p.write({
+    "private/wrangler.toml": 'name = "private"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\nworkers_dev = false\nroute = "example.com/private/*"\n',
+    "private/worker.js": worker("private"),
   });
   const api = p.write({
     "api/wrangler.jsonc": JSON.stringify({
@@ -40,7 +52,7 @@ test("every Worker of a two-config deployment answers on the one port, by Host a
     }),
     "api/worker.js": worker("api"),
   });
-  const h = await runHost([app, api], p.dataDir);
+  const h = await runHost([app, api, hidden], p.dataDir);
   hosts.push(h);
   const url = h.host.url;
   const port = url.port;
@@ -55,5 +67,9 @@ test("every Worker of a two-config deployment answers on the one port, by Host a
   expect((await get(url, "example.com", "/other")).body).toBe("app http://example.com/other");
   expect((await get(url, `127.0.0.1:${port}`, "/")).body).toBe(`app http://127.0.0.1:${port}/`);
   expect((await get(url, "nobody.localhost", "/")).body).toBe("app http://nobody.localhost/");
-  expect(h.host.front.stats.requests).toEqual({ "worker-host": 2, route: 2, "custom-domain": 1, "first-worker": 3 });
+  // workers_dev = false: its name host is not found (not the first Worker's either).
+  expect(await get(url, `private.localhost:${port}`, "/")).toEqual({ status: 404, body: "celld: no Worker answers on this host\n" });
+  expect((await get(url, "example.com", "/private/x")).body).toBe("private http://example.com/private/x");
+  expect((await get(url, "app.localhost", "/through-binding")).body).toBe("private http://app.localhost/through-binding");
+  expect(h.host.front.stats.requests).toEqual({ "worker-host": 3, route: 3, "custom-domain": 1, "first-worker": 3, "workers-dev-off": 1 });
 });

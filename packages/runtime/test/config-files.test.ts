@@ -54,6 +54,7 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
         services: [{ binding: "SELF", service: "producer", entrypoint: "Api" }],
         crons: ["*/5 * * * *", "0 18 * * FRIL"],
         routes: [],
+        workersDev: true,
         define: { "process.env.MODE": '"production"' },
         alias: { "node-fetch": "./src/fetch-shim.js" },
         moduleRules: [{ type: "Text", globs: ["**/*.md"], fallthrough: true }],
@@ -64,7 +65,6 @@ describe("reading wrangler.toml, wrangler.json and wrangler.jsonc", () => {
     // delivery_delay that Cloudflare would ignore as honoured.
     expect(deployment.warnings).toEqual([
       { file: path, path: "account_id", message: "is a deploy setting with no effect on a local host; ignored" },
-      { file: path, path: "workers_dev", message: "is a deploy setting with no effect on a local host; ignored" },
       { file: path, path: "kv_namespaces[0].preview_id", message: "is a deploy setting with no effect on a local host; ignored" },
       {
         file: path,

@@ -202,6 +202,11 @@ describe("every error at once", () => {
     expect(error.issues[1]?.message).toBe("must be a string, got 7");
   });
 
+  test("workers_dev takes a boolean", () => {
+    const issues = issuesOf(() => parseDeployment(files({ name: "w", workers_dev: "no" }), everyFileExists));
+    expect(issues).toEqual([{ file: "w.json", path: "workers_dev", message: 'must be a boolean, got "no"' }]);
+  });
+
   test("required keys are named, and wrong types show the value", () => {
     const issues = issuesOf(() =>
       parseDeployment([
@@ -335,9 +340,9 @@ describe("warnings", () => {
       dev: { port: 9000 },
     };
     const deployment = parseDeployment(files({ name: "a", ...generated }, { name: "b", usage_model: "standard", colour: 1 }), everyFileExists);
-    expect(deployment.warnings).toHaveLength(8);
+    expect(deployment.warnings).toHaveLength(7);
     expect(formatWarnings(deployment.warnings)).toEqual([
-      "a.json: account_id, workers_dev, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
+      "a.json: account_id, observability, kv_namespaces[0].preview_id: are deploy settings with no effect on a local host; ignored",
       "a.json: kv_namespaces[0].remote: is ignored: celld runs every binding locally, on its data directory",
       "a.json: dev: is ignored: celld dev takes its address from --port and --host",
       "b.json: usage_model: is a deploy setting with no effect on a local host; ignored",

@@ -76,6 +76,18 @@ describe("WorkerRouter", () => {
     expect(r.route(host, path)).toEqual({ worker, reason });
   });
 
+  it("a Worker with workers_dev = false has no name host, whatever the domain; its routes still reach it", () => {
+    const hiding = router([{ name: "app", routes: [] }, { name: "private", routes: [route("example.com/p/*")], workersDev: false }], "workers.test");
+    expect(hiding.route("private.localhost:8787", "/")).toEqual({ worker: "private", reason: "workers-dev-off" });
+    expect(hiding.route("private.workers.test", "/")).toEqual({ worker: "private", reason: "workers-dev-off" });
+    expect(hiding.route("example.com", "/p/1")).toEqual({ worker: "private", reason: "route" });
+    expect(hiding.workerHosts("private")).toEqual([]);
+    expect(hiding.workerHosts("app")).toEqual(["app.localhost", "app.workers.test"]);
+    // A route written for the name host claims it.
+    const claimed = router([{ name: "app", routes: [route("private.localhost/*")] }, { name: "private", routes: [], workersDev: false }]);
+    expect(claimed.route("private.localhost", "/")).toEqual({ worker: "app", reason: "route" });
+  });
+
   it("matches the normalised path of an absolute or dotted target", () => {
     expect(r.route("example.com", "/x/../images/a").worker).toBe("images-loose");
     expect(r.route("example.com", "http://example.com/images/a").worker).toBe("images-loose");

@@ -65,7 +65,7 @@ const ignoredKeys: Record<string, Record<string, string>> = {
     tail_consumers: "is ignored: celld runs no Tail Workers, so the Workers named here get no tail() events from this one",
     ...fill(tooling, ["limits", "containers"]),
     ...fill(deployOnly, [
-      "account_id", "zone_id", "workers_dev", "preview_urls", "observability",
+      "account_id", "zone_id", "preview_urls", "observability",
       "usage_model", "placement", "logpush", "upload_source_maps", "keep_vars", "send_metrics",
       "legacy_env", "first_party_worker", "compliance_region",
     ]),

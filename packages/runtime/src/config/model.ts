@@ -70,8 +70,9 @@ export interface WorkerConfig {
    */
   routes: { pattern: string; customDomain: boolean }[];
   /**
-   * Whether `<name>.<--workers-dev-domain>` reaches it (`<name>.localhost` always does). Unset:
-   * it does. `celld serve` keeps it from wrangler's `POST .../subdomain` (`workers_dev`).
+   * `workers_dev` as written: false hides the Worker's `<name>.localhost` host (and
+   * `<name>.<--workers-dev-domain>`); it still answers by its routes and its bindings. Unset: it
+   * has them. `celld serve` keeps it from wrangler's `POST .../subdomain` (`workers_dev`).
    */
   workersDev?: boolean;
   /** `triggers.crons`, each once, as written: the Worker's scheduled() handler runs at each. */
@@ -175,6 +176,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
       ...(s.entrypoint === undefined ? {} : { entrypoint: s.entrypoint }),
     })),
     routes: file.routes ?? (file.route === undefined ? [] : [file.route]),
+    ...(file.workers_dev === undefined ? {} : { workersDev: file.workers_dev }),
     crons: [...new Set(file.triggers?.crons ?? [])],
     define: file.define,
     alias: file.alias,

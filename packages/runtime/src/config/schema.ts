@@ -234,6 +234,8 @@ export const workerFileSchema = table({
   // Where the Worker answers on --port beside its <name>.localhost host (docs/routing.md).
   route: routeEntry.optional(),
   routes: list(routeEntry).optional(),
+  // false: no <name>.localhost (or --workers-dev-domain) host, as Cloudflare's workers.dev URL goes.
+  workers_dev: z.boolean({ error: typeError("a boolean") }).optional(),
   // Bundling, as wrangler passes them to esbuild.
   define: define.default({}),
   alias: z.record(z.string(), text(), { error: typeError("an object (TOML table)") }).default({}),

@@ -93,7 +93,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
   const hold = new RequestHold(options.clock ?? systemClock, options.hold);
   const stats: FrontStats = {
     connections: { open: 0, accepted: 0, refused: 0, evicted: 0, idleClosed: 0 },
-    requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0 },
+    requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0, "workers-dev-off": 0 },
     unreachable: 0,
     held: {
       get total() {
@@ -109,7 +109,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     if (router === undefined) return undefined;
     const choice = router.route(req.headers.host, req.url ?? "/");
     stats.requests[choice.reason]++;
-    return { worker: choice.worker, upstream: upstreams.get(choice.worker) };
+    return { worker: choice.worker, upstream: upstreams.get(choice.worker), workersDevOff: choice.reason === "workers-dev-off" };
   };
 
   const server = createServer(
@@ -128,6 +128,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
         if (chosen === undefined) return noneDeployed(res);
         const { worker, upstream } = chosen;
         if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
+        if (chosen.workersDevOff) return workersDevOff(res);
         if (upstream === undefined) return notRunning(res, worker, stats);
         res.once("close", hold.forwarded());
         forwardRequest(req, res, upstream, agent, (error) => {
@@ -180,6 +181,8 @@ export async function startFront(options: FrontOptions): Promise<Front> {
 interface Chosen {
   worker: string;
   upstream: Upstream | undefined;
+  /** The name host of a Worker with `workers_dev = false`: answered 404, never forwarded. */
+  workersDevOff: boolean;
 }
 
 /** Counts a Worker that could not be reached, says so once a minute, and gives the client's answer. */
@@ -218,7 +221,7 @@ function forwardUpgrades(
   });
   const upgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const chosen = choose(req);
-    if (chosen === undefined) {
+    if (chosen === undefined || chosen.workersDevOff) {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       return;
     }
@@ -271,6 +274,13 @@ function reportWhenAnswered(req: IncomingMessage, res: ServerResponse, worker: s
 function noneDeployed(res: ServerResponse): void {
   res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
   res.end("celld: no Worker is deployed here yet (wrangler deploy to the API port deploys one)\n");
+}
+
+function workersDevOff(res: ServerResponse): void {
+  res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
+  // Nothing said of the Worker: its name host is not for the outside (Cloudflare's disabled
+  // workers.dev URL says as little); --log-requests names it for the operator.
+  res.end("celld: no Worker answers on this host\n");
 }
 
 function heldTooLong(res: ServerResponse): void {

@@ -10,7 +10,7 @@ export interface WorkerRoute {
 export interface RoutedWorker {
   name: string;
   routes: readonly WorkerRoute[];
-  /** False: `<name>.<workersDevDomain>` does not reach it (`<name>.localhost` still does). */
+  /** `workers_dev = false`: no `<name>.localhost` host; unset or true: it has one. */
   workersDev?: boolean;
 }
 
@@ -22,8 +22,9 @@ export interface WorkerRouterOptions {
 }
 
 /** Why a request went where it did (docs/routing.md has the order). */
-export type RouteReason = "worker-host" | "route" | "custom-domain" | "first-worker";
+export type RouteReason = "worker-host" | "route" | "custom-domain" | "first-worker" | "workers-dev-off";
 
+/** "workers-dev-off": the name host of a Worker with `workers_dev = false`, which nothing else claims: not found. */
 export interface RouteChoice {
   worker: string;
   reason: RouteReason;
@@ -40,12 +41,15 @@ interface CompiledRoute {
  *   2. The most specific `routes` pattern matching host and path (route-pattern.ts).
  *   3. A custom domain equal to the host.
  *   4. The first Worker.
+ * A Worker with `workers_dev = false` has no name host: a request for it that no route or custom
+ * domain claims is not found (as Cloudflare's disabled workers.dev URL), not sent to the first Worker.
  * Built once per deployment; `celld dev` and `celld serve` both route through it.
  */
 export class WorkerRouter {
   readonly #first: string;
   readonly #byHost = new Map<string, string>();
-  readonly #notOnWorkersDev = new Set<string>();
+  /** The name hosts' prefixes of Workers with `workers_dev = false`. */
+  readonly #hidden = new Map<string, string>();
   readonly #routes: CompiledRoute[] = [];
   readonly #customDomains = new Map<string, string>();
   readonly #suffixes: string[];
@@ -58,8 +62,7 @@ export class WorkerRouter {
     const domain = options.workersDevDomain?.toLowerCase().replace(/^\.+|\.+$/g, "");
     this.#suffixes = domain === undefined || domain === "" ? [".localhost"] : [".localhost", `.${domain}`];
     for (const worker of options.workers) {
-      this.#byHost.set(worker.name.toLowerCase(), worker.name);
-      if (worker.workersDev === false) this.#notOnWorkersDev.add(worker.name);
+      (worker.workersDev === false ? this.#hidden : this.#byHost).set(worker.name.toLowerCase(), worker.name);
       for (const route of worker.routes) {
         if (route.customDomain) this.#customDomains.set(customDomainHost(route.pattern), worker.name);
         else this.#routes.push({ worker: worker.name, route: parseRoutePattern(route.pattern) });
@@ -75,7 +78,7 @@ export class WorkerRouter {
    */
   route(hostHeader: string | undefined, target: string): RouteChoice {
     const hostname = hostnameOf(hostHeader);
-    const byName = this.#workerHost(hostname);
+    const byName = this.#workerHost(hostname, this.#byHost);
     if (byName !== undefined) return { worker: byName, reason: "worker-host" };
     if (this.#routes.length > 0) {
       const pathAndQuery = pathAndQueryOf(target);
@@ -85,20 +88,22 @@ export class WorkerRouter {
     }
     const custom = this.#customDomains.get(hostname);
     if (custom !== undefined) return { worker: custom, reason: "custom-domain" };
+    const hidden = this.#workerHost(hostname, this.#hidden);
+    if (hidden !== undefined) return { worker: hidden, reason: "workers-dev-off" };
     return { worker: this.#first, reason: "first-worker" };
   }
 
   /** The host names that reach `worker` by name, for the start banner. */
   workerHosts(worker: string): string[] {
-    const suffixes = this.#notOnWorkersDev.has(worker) ? [".localhost"] : this.#suffixes;
-    return suffixes.map((suffix) => `${worker.toLowerCase()}${suffix}`);
+    if (this.#hidden.has(worker.toLowerCase())) return [];
+    return this.#suffixes.map((suffix) => `${worker.toLowerCase()}${suffix}`);
   }
 
-  #workerHost(hostname: string): string | undefined {
+  #workerHost(hostname: string, names: ReadonlyMap<string, string>): string | undefined {
     for (const suffix of this.#suffixes) {
       if (hostname.length > suffix.length && hostname.endsWith(suffix)) {
-        const name = this.#byHost.get(hostname.slice(0, -suffix.length));
-        if (name !== undefined && (suffix === ".localhost" || !this.#notOnWorkersDev.has(name))) return name;
+        const name = names.get(hostname.slice(0, -suffix.length));
+        if (name !== undefined) return name;
       }
     }
     return undefined;

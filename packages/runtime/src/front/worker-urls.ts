@@ -20,6 +20,8 @@ export function workerUrlLines(router: WorkerRouter, workers: readonly RoutedWor
       return `Worker "${worker.name}" listening on ${frontUrl.href}${also.length === 0 && more === "" ? "" : ` (also ${[...also].join("; ")}${more})`}`;
     }
     const urls = hostUrls(worker.name);
-    return `Worker "${worker.name}" reachable at ${[...urls, ...(routeText === "" ? [] : [routeText])].join("; ")}`;
+    const where = [...urls, ...(routeText === "" ? [] : [routeText])];
+    if (where.length === 0) return `Worker "${worker.name}" has no host of its own (workers_dev = false) and no routes: reachable through its bindings only`;
+    return `Worker "${worker.name}" reachable at ${where.join("; ")}`;
   });
 }
