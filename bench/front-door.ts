@@ -121,24 +121,34 @@ export function frontDoorLine(rounds: readonly FrontDoorFigures[], median: (valu
 
 /**
  * `npm run bench front`: the front door's part of the host bench alone, on a celld host started
- * for it (rounds as CELLD_BENCH_ROUNDS, 3 by default), for a quick reading without the queue runs.
+ * for it (rounds as CELLD_BENCH_ROUNDS, 3 by default), for a quick reading without the queue runs,
+ * and then its cost under warm sendBatch passes (front-door-batches.ts).
  */
 export async function runFrontDoorBench(log: (line: string) => void = console.log): Promise<void> {
   const { spawnHost } = await import("./host-process.ts");
   const { median } = await import("../packages/queue-cell/bench/bench-stats.ts");
   const { availableParallelism, loadavg } = await import("node:os");
   const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
+  const { frontDoorBatches, frontDoorBatchesLine } = await import("./front-door-batches.ts");
   const figures: FrontDoorFigures[] = [];
+  const batches: Array<NonNullable<Awaited<ReturnType<typeof frontDoorBatches>>>> = [];
+  const [atStart] = loadavg();
   for (let round = 0; round < rounds; round++) {
     const host = await spawnHost("celld", new URL("./celld-host.ts", import.meta.url).pathname);
     try {
       const f = await frontDoorCost(host);
       if (f !== undefined) figures.push(f);
+      const b = await frontDoorBatches(host, median);
+      if (b !== undefined) batches.push(b);
     } finally {
       await host.stop();
     }
   }
   const [one] = loadavg();
-  log(`front door: ${rounds} round(s), a fresh celld host each; load average ${one!.toFixed(2)} on ${availableParallelism()} cores`);
+  log(
+    `front door: ${rounds} round(s), a fresh celld host each; load average ${atStart!.toFixed(2)} at the start, ` +
+      `${one!.toFixed(2)} at the end, on ${availableParallelism()} cores`,
+  );
   log(frontDoorLine(figures, median));
+  log(frontDoorBatchesLine(batches, median));
 }
