@@ -5,7 +5,7 @@ export {
   type ProducerRequest,
   type ProducerReply,
 } from "./producer-handler.ts";
-export type { SendStages } from "./send-stages.ts";
+export { SendStageTimer, type SendStages } from "./send-stages.ts";
 export { cloudflareErrors, errorReply, describeCellError, type ProducerErrorCode } from "./cloudflare-errors.ts";
 export { resolveBatchOutcome, type QueueHandlerResult, type BatchSettlement } from "./batch-outcome.ts";
 export { toConsumerMessage, type ConsumerMessage, type BatchMessage, type BatchMetadata } from "./consumer-message.ts";
