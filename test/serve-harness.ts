@@ -3,7 +3,9 @@ import { systemClock, type CellRegistry } from "@celld/queue-cell";
 import type { ConsumerConfig } from "../packages/runtime/src/config/index.ts";
 import { DeployService } from "../packages/runtime/src/deploy/deploy-service.ts";
 import { DeployStore } from "../packages/runtime/src/deploy/deploy-store.ts";
+import { frontUpstreamSocketsMax } from "../packages/runtime/src/front/descriptor-budget.ts";
 import { startFront, type Front } from "../packages/runtime/src/front/front-server.ts";
+import { requestHoldDefaults } from "../packages/runtime/src/front/request-hold.ts";
 import { openCellRegistry } from "../packages/runtime/src/host/cell-registry-start.ts";
 import type { HostLog } from "../packages/runtime/src/host/host-log.ts";
 import { ServeRuntime } from "../packages/runtime/src/serve/serve-runtime.ts";
@@ -33,7 +35,15 @@ export async function startServeStack(dataDir: string, consumersOf?: (script: st
   };
   const none = { workers: [], queues: [], warnings: [] };
   const registry = openCellRegistry({ deployment: none, dataDir }, none, systemClock, log);
-  const front = await startFront({ host: "127.0.0.1", port: 0, router: undefined, upstreams: new Map(), connectionsMax: 2_000, warn: (l) => lines.push(l) });
+  const front = await startFront({
+    host: "127.0.0.1",
+    port: 0,
+    router: undefined,
+    upstreams: new Map(),
+    connectionsMax: 2_000,
+    hold: { ...requestHoldDefaults, forwardingMax: frontUpstreamSocketsMax },
+    warn: (l) => lines.push(l),
+  });
   const runtime = new ServeRuntime({ dataDir, registry, front, log, graceMs });
   const service = new DeployService(new DeployStore(dataDir), runtime, consumersOf);
   await service.start();

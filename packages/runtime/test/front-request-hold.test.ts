@@ -98,3 +98,25 @@ describe("the front door holds requests for a swap", () => {
     }
   });
 });
+
+describe("RequestHold with forwardingMax", () => {
+  it("lets that many be forwarded at once; the rest wait in order, and a hold stops them too", () => {
+    const hold = new RequestHold(new ManualClock(), { heldMax: 10, heldMsMax: 1_000, forwardingMax: 2 });
+    const ran: number[] = [];
+    const done = new Map<number, () => void>();
+    const admit = (i: number) => hold.admit(() => {
+      ran.push(i);
+      done.set(i, hold.forwarded());
+    }, () => ran.push(-i));
+    for (const i of [1, 2, 3, 4]) admit(i);
+    expect(ran).toEqual([1, 2]);
+    done.get(1)!();
+    expect(ran).toEqual([1, 2, 3]);
+    hold.hold();
+    done.get(2)!();
+    expect(ran).toEqual([1, 2, 3]);
+    hold.release();
+    expect(ran).toEqual([1, 2, 3, 4]);
+    expect(hold.forwarding).toBe(2);
+  });
+});

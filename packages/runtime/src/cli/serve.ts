@@ -4,8 +4,9 @@ import { R2BucketList } from "../deploy/r2-bucket-list.ts";
 import { servedWorkersQueues } from "../serve/serve-workers-queues.ts";
 import { DeployService } from "../deploy/deploy-service.ts";
 import { DeployStore } from "../deploy/deploy-store.ts";
-import { descriptorBudget } from "../front/descriptor-budget.ts";
+import { descriptorBudget, frontUpstreamSocketsMax } from "../front/descriptor-budget.ts";
 import { startFront, type Front } from "../front/front-server.ts";
+import { requestHoldDefaults } from "../front/request-hold.ts";
 import { openCellRegistry } from "../host/cell-registry-start.ts";
 import { claimDataDir } from "../host/data-dir-claim.ts";
 import { consoleHostLog } from "../host/host-log.ts";
@@ -56,6 +57,9 @@ export async function serve(args: ServeArgs): Promise<number> {
     front = await startFront({
       host: args.host,
       port: args.port,
+      // Requests past the pool wait in the front, unrouted, so that a swap waits only for those
+      // the old Workers have (front/request-hold.ts).
+      hold: { ...requestHoldDefaults, forwardingMax: frontUpstreamSocketsMax },
       router: undefined,
       upstreams: new Map(),
       connectionsMax: budget.workersConnectionsMax,

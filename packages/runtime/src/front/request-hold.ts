@@ -10,6 +10,12 @@ import type { Clock } from "@celld/queue-cell";
  * Holding is bounded, so a swap that hangs cannot pile up clients without end: past `heldMax`
  * requests, or after `heldMsMax` of waiting, a request is refused (the caller answers 503 with
  * Retry-After, as a restart always did).
+ *
+ * With `forwardingMax`, requests also wait here, in order, while that many are forwarded and
+ * unanswered (`celld serve` sets the front's socket pool size). A request past the pool would
+ * otherwise wait in Node's agent, already bound to the old version's socket: under a backlog a
+ * swap's drain then waited for the whole backlog, past its bound, and the rest were cut (502s
+ * under 200 requests/s on a loaded machine). Waiting here, it is routed when it runs.
  */
 
 export interface RequestHoldBounds {
@@ -17,6 +23,8 @@ export interface RequestHoldBounds {
   heldMax: number;
   /** How long one request may be held before it is refused. */
   heldMsMax: number;
+  /** Requests forwarded and unanswered at once; more wait, in order. Unset: no bound. */
+  forwardingMax?: number;
 }
 
 export const requestHoldDefaults: RequestHoldBounds = { heldMax: 10_000, heldMsMax: 30_000 };
@@ -56,20 +64,30 @@ export class RequestHold {
     this.holding = true;
   }
 
-  /** Runs every request held, in the order they came, and lets new ones through. */
+  /** Runs the requests held, in the order they came (as many as forwardingMax lets), and lets new ones through. */
   release(): void {
     this.holding = false;
-    const all = [...this.held];
-    this.held.clear();
-    for (const entry of all) {
-      entry.cancelTimer();
-      entry.run();
+    this.pump();
+  }
+
+  private get hasRoom(): boolean {
+    return this.inFlight < (this.bounds.forwardingMax ?? Infinity);
+  }
+
+  /** Runs waiting requests while not holding and there is room; each may forward (and take room). */
+  private pump(): void {
+    while (!this.holding && this.hasRoom) {
+      const next = this.held.values().next();
+      if (next.done === true) return;
+      this.held.delete(next.value);
+      next.value.cancelTimer();
+      next.value.run();
     }
   }
 
-  /** `run` now, or once released; `refuse` instead when the hold is full or the wait too long. */
+  /** `run` now, or once released (and there is room); `refuse` instead when the hold is full or the wait too long. */
   admit(run: () => void, refuse: () => void): void {
-    if (!this.holding) return run();
+    if (!this.holding && this.hasRoom && this.held.size === 0) return run();
     if (this.held.size >= this.bounds.heldMax) {
       this.refusedTotal++;
       return refuse();
@@ -93,6 +111,7 @@ export class RequestHold {
       done = true;
       this.inFlight--;
       if (this.inFlight === 0) for (const wake of this.waiters.splice(0)) wake();
+      this.pump();
     };
   }
 

@@ -95,12 +95,12 @@ export class ServeRuntime implements WorkersRuntime {
     const began = performance.now();
     const bundles = workers.length > 0 ? await checkWorkersStart(workers) : undefined;
     const checked = performance.now();
-    const { front, graceMs, log } = this.options;
+    const { front, log } = this.options;
     front.holdRequests();
     try {
       // Requests forwarded before the hold finish on the old Workers; one that streams for longer
-      // than the grace is cut when its workerd stops.
-      await Promise.race([front.requestsDone(), delay(graceMs)]);
+      // than this is cut when its workerd stops.
+      await Promise.race([front.requestsDone(), delay(inFlightRequestsMsMax)]);
       const drained = performance.now();
       const previous = this.running;
       const batchesAtStop = this.host?.consumerLoads().reduce((n, load) => n + load.inUse, 0) ?? 0;
@@ -164,6 +164,9 @@ export class ServeRuntime implements WorkersRuntime {
     front.setUpstreams(new Map(workers.map((w) => [w.name, inner])));
   }
 }
+
+/** How long a swap waits for requests in flight on the old Workers (a streamed answer may be long). */
+const inFlightRequestsMsMax = 30_000;
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
