@@ -60,18 +60,38 @@ export function requiredMember(obj: JsonObject, key: string, prefix: string, bou
 /**
  * One rule for numbers past what a JSON parser holds exactly: a whole number beyond 2^53 - 1, or
  * one so large it parsed as Infinity (`1` and 400 zeros), is out of range like any other too
- * large a number; and since the parser has already rounded it, the message says how large it is
- * rather than quote a value the caller did not send (9007199254740993 reads as ...992).
+ * large a number. The parser has already rounded it (9007199254740993 reads as ...992), so the
+ * value is never quoted: the server quotes the text that was sent, which the body's scan kept
+ * (json-body.ts, InexactNumberError.quoting), or else the message says how large it is.
  */
-function pastExact(value: number): string | undefined {
-  if (Number.isNaN(value) || Number.isSafeInteger(value) || (Number.isFinite(value) && !Number.isInteger(value))) return undefined;
-  return `${value < 0 ? "a number below -" : "a number past "}${Number.MAX_SAFE_INTEGER} (2^53 - 1), which JSON numbers do not hold exactly`;
+export function isPastExact(value: number): boolean {
+  return !(Number.isNaN(value) || Number.isSafeInteger(value) || (Number.isFinite(value) && !Number.isInteger(value)));
+}
+
+/** A number refused by the rule above: the server puts the number's text as sent in its message. */
+export class InexactNumberError extends ApiError {
+  constructor(
+    readonly fieldName: string,
+    readonly boundText: string,
+    negative: boolean,
+  ) {
+    const size = `${negative ? "a number below -" : "a number past "}${Number.MAX_SAFE_INTEGER} (2^53 - 1), which JSON numbers do not hold exactly`;
+    super("out_of_range", `${fieldName} must be from ${boundText}, got ${size}`, { field: fieldName, bound: boundText });
+  }
+
+  /** The same refusal quoting `literal`, the number's text in the body (shortened past 40 characters). */
+  quoting(literal: string): ApiError {
+    const shown = literal.length <= 40 ? literal : `${literal.slice(0, 24)}… (${literal.length} characters)`;
+    return new ApiError("out_of_range", `${this.fieldName} must be from ${this.boundText}, got ${shown}`, {
+      field: this.fieldName,
+      bound: this.boundText,
+    });
+  }
 }
 
 export function checkInt(field: string, value: unknown, min: number, max: number, unit = ""): number {
   const bound = `${min} to ${max}${unit === "" ? "" : ` ${unit}`}`;
-  const past = typeof value === "number" ? pastExact(value) : undefined;
-  if (past !== undefined) throw new ApiError("out_of_range", `${field} must be from ${bound}, got ${past}`, { field, bound });
+  if (typeof value === "number" && isPastExact(value)) throw new InexactNumberError(field, bound, value < 0);
   if (typeof value !== "number" || !Number.isInteger(value)) {
     throw new ApiError("invalid_argument", `${field} must be a whole number from ${bound}, got ${describe(value)}`, {
       field,

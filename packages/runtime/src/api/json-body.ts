@@ -1,5 +1,6 @@
 import { apiLimits } from "./api-limits.ts";
 import { ApiError } from "../wire/api-error.ts";
+import { isPastExact } from "./fields.ts";
 import { decodeKey, duplicateMemberError, stringEnd } from "../wire/json-text.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -24,7 +25,14 @@ interface Frame {
  */
 export function checkJsonShape(
   text: string,
-  limits: { depthMax: number; arrayItemsMax: number; objectMembersMax: number; uniqueMembers?: boolean },
+  limits: {
+    depthMax: number;
+    arrayItemsMax: number;
+    objectMembersMax: number;
+    uniqueMembers?: boolean;
+    /** Filled, by field path, with the text of each number JSON.parse will not hold exactly (isPastExact). */
+    inexactNumbers?: Map<string, string>;
+  },
   prefix = "",
 ): void {
   const stack: Frame[] = [];
@@ -67,8 +75,17 @@ export function checkJsonShape(
       expectKey = false;
     } else if (c === 0x2c /* , */) {
       if (top !== undefined && !top.array) expectKey = true;
-    } else if (c !== 0x3a /* : */ && top?.array === true && (prev === 0x5b || prev === 0x2c)) {
-      countItem(stack, limits.arrayItemsMax, prefix);
+    } else if (c !== 0x3a /* : */) {
+      if (top?.array === true && (prev === 0x5b || prev === 0x2c)) countItem(stack, limits.arrayItemsMax, prefix);
+      if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+        // A number, read whole: an error about it quotes what was sent, not what JSON.parse made of it.
+        const end = numberEnd(text, i);
+        const literal = text.slice(i, end);
+        if (limits.inexactNumbers !== undefined && isPastExact(Number(literal))) {
+          limits.inexactNumbers.set(joinPath(prefix, pathOf(stack)), literal);
+        }
+        i = end - 1;
+      }
     }
     prev = c;
   }
@@ -81,25 +98,35 @@ export interface JsonTextOptions {
   /** Said after the refusal's words: what made it JSON, where the sender chose that (a Content-Type). */
   why?: string;
   uniqueMembers?: boolean;
+  /** Filled with the text of each number past what JSON.parse holds exactly, by field path. */
+  inexactNumbers?: Map<string, string>;
 }
 
 /**
  * UTF-8 bytes to a value, refusing invalid UTF-8, too-deep nesting, too-long arrays and bad JSON.
  * The text comes back too: a send keeps each event's data as written (json-source.ts).
  */
-export function parseJsonBody(bytes: Uint8Array, options: { uniqueMembers?: boolean } = {}): { value: unknown; text: string } {
-  if (bytes.byteLength === 0) return { value: {}, text: "{}" };
+export function parseJsonBody(
+  bytes: Uint8Array,
+  options: { uniqueMembers?: boolean } = {},
+): { value: unknown; text: string; inexactNumbers: ReadonlyMap<string, string> } {
+  const inexactNumbers = new Map<string, string>();
+  if (bytes.byteLength === 0) return { value: {}, text: "{}", inexactNumbers };
   let text: string;
   try {
     text = utf8.decode(bytes);
   } catch {
     throw new ApiError("malformed_body", "the request body is not valid UTF-8");
   }
-  return { value: parseJsonText(text, "the request body", options), text };
+  return { value: parseJsonText(text, "the request body", { ...options, inexactNumbers }), text, inexactNumbers };
 }
 
 /** A JSON document held in a string: a request's body, or a protobuf text_data with a JSON content type. */
-export function parseJsonText(text: string, what: string, { field = "", why = "", uniqueMembers = false }: JsonTextOptions = {}): unknown {
+export function parseJsonText(
+  text: string,
+  what: string,
+  { field = "", why = "", uniqueMembers = false, inexactNumbers }: JsonTextOptions = {},
+): unknown {
   checkJsonShape(
     text,
     {
@@ -107,6 +134,7 @@ export function parseJsonText(text: string, what: string, { field = "", why = ""
       arrayItemsMax: apiLimits.jsonArrayItemsMax,
       objectMembersMax: apiLimits.jsonObjectMembersMax,
       uniqueMembers,
+      ...(inexactNumbers === undefined ? {} : { inexactNumbers }),
     },
     field,
   );
@@ -116,6 +144,17 @@ export function parseJsonText(text: string, what: string, { field = "", why = ""
     // V8's parse messages change between Node versions; clients get a stable one.
     throw new ApiError("malformed_body", `${what} is not valid JSON${why}`, { field: field || undefined });
   }
+}
+
+/** Where the number token starting at `start` ends (JSON.parse checks its syntax). */
+function numberEnd(text: string, start: number): number {
+  let i = start + 1;
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const part = (c >= 0x30 && c <= 0x39) || c === 0x2e /* . */ || c === 0x65 /* e */ || c === 0x45 /* E */ || c === 0x2b /* + */ || c === 0x2d; /* - */
+    if (!part) break;
+  }
+  return i;
 }
 
 function countItem(stack: Frame[], max: number, prefix: string): void {

@@ -27,6 +27,7 @@ import {
   type Answer,
 } from "./http-io.ts";
 import { parseJsonBody } from "./json-body.ts";
+import { InexactNumberError } from "./fields.ts";
 import { checkSegment, envName } from "./names.ts";
 import { checkQuery } from "./paging.ts";
 import { checkProtoBounds, notAMessage } from "./proto-bounds.ts";
@@ -277,7 +278,8 @@ async function handle(
   res.on("close", () => {
     if (!res.writableFinished) gone.abort();
   });
-  const body = { read: false };
+  // The text of numbers the body's parse could not hold exactly, for the refusal to quote.
+  const body: { read: boolean; inexactNumbers?: ReadonlyMap<string, string> } = { read: false };
   try {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (url.pathname === metricsPath) return await answerMetrics(req, res, deps.metrics, deps.keys);
@@ -305,7 +307,7 @@ async function handle(
     });
     await writeReply(res, route, reply, gone.signal, answers);
   } catch (thrown) {
-    const error = toApiError(thrown);
+    const error = quotedAsSent(toApiError(thrown), body.inexactNumbers);
     if (error.code === "internal") onInternalError(thrown);
     for (const failure of storageFailuresIn(thrown)) storageLog.report(failure);
     if (res.headersSent || res.destroyed) return;
@@ -313,6 +315,13 @@ async function handle(
     if (hasBody(req) && !body.read) writeErrorAndClose(req, res, error, headers, { bytesMax: apiLimits.refusedBodyDrainBytesMax, ms: drainMs });
     else writeError(res, error, headers);
   }
+}
+
+/** A refused number past 2^53 - 1 quoted as its sender wrote it (fields.ts's one rule), when the body had it. */
+function quotedAsSent(error: ApiError, inexactNumbers: ReadonlyMap<string, string> | undefined): ApiError {
+  if (!(error instanceof InexactNumberError)) return error;
+  const literal = inexactNumbers?.get(error.fieldName);
+  return literal === undefined ? error : error.quoting(literal);
 }
 
 /** The route for a method and path, or not_found / method_not_allowed. */
@@ -343,7 +352,7 @@ function checkAccess(req: IncomingMessage, url: URL, route: Route, params: Recor
  * The formats the request comes in and its answer goes out in, and its body, read under its cap
  * and decoded (`body.read` set once it is read: a refusal before then drains it).
  */
-async function readRequest(req: IncomingMessage, res: ServerResponse, route: Route, body: { read: boolean }) {
+async function readRequest(req: IncomingMessage, res: ServerResponse, route: Route, body: { read: boolean; inexactNumbers?: ReadonlyMap<string, string> }) {
   const speaksProtobuf = route.protobuf !== undefined;
   if (route.body !== "none") checkContentEncoding(req);
   const inFormat = route.body === "none" ? "json" : requestFormat(req, speaksProtobuf, route.body === "send");
@@ -361,7 +370,7 @@ async function readRequest(req: IncomingMessage, res: ServerResponse, route: Rou
     if (inFormat === "protobuf") value = decodeBody(route.protobuf!, bytes);
     else if (inFormat === "cloudevents-binary") value = bytes;
     // A send's events are checked for names given twice by json-source.ts, outside their data.
-    else ({ value, text: bodyText } = parseJsonBody(bytes, { uniqueMembers: route.body === "control" }));
+    else ({ value, text: bodyText, inexactNumbers: body.inexactNumbers } = parseJsonBody(bytes, { uniqueMembers: route.body === "control" }));
   }
   return { body: value, bodyText, inFormat, outFormat };
 }
