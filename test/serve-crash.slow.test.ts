@@ -88,7 +88,7 @@ function bodyAsHost(url: string, path: string): Promise<{ status: number; text: 
 }
 
 async function startServe(dataDir: string): Promise<{ serve: Run; workers: string; api: string }> {
-  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0"], dataDir);
+  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", "orgs/acme/projects/web/envs/prod"], dataDir);
   running.push(serve);
   const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 120_000);
   return { serve, workers: workers!, api: api! };
