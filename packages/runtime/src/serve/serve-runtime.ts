@@ -109,7 +109,10 @@ export class ServeRuntime implements WorkersRuntime {
       await this.startOrFallBack(workers, previous, bundles);
       const started = performance.now();
       this.lastSwap = { checkMs: checked - began, drainMs: drained - checked, stopMs: stopped - drained, startMs: started - stopped, heldMs: started - checked, batchesAtStop };
-      log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)}); ${batchesAtStop} queue batch(es) finished on the old version`);
+      const stages = `in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)}`;
+      if (previous.length > 0) {
+        log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (${stages}); ${batchesAtStop} queue batch(es) running at the stop were let finish`);
+      }
     } finally {
       front.releaseRequests();
     }
