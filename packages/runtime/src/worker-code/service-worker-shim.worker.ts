@@ -39,17 +39,20 @@ export default function installServiceWorkerShim(
     if (marker === undefined) return report(lead, error);
     say(marker + stringify(queueRecord(event, lead, error)));
   };
-  apply(add, target, ["unhandledrejection", (event: PromiseRejectionEvent) => reportOnce("unhandled promise rejection", event.reason)]);
+  const rejections = new HeldRejections((reason) => reportOnce("unhandled promise rejection", reason));
+  apply(add, target, ["unhandledrejection", (event: PromiseRejectionEvent) => rejections.unhandled(event.promise, event.reason)]);
+  apply(add, target, ["rejectionhandled", (event: PromiseRejectionEvent) => rejections.handled(event.promise)]);
   const listening = (type: ListenerType, listener: Listener) =>
     function (this: unknown, event: unknown) {
       const about = () => what[type](event);
+      const run = rejections.start();
       if (type === "queue") {
-        watch(event, "waitUntil", apply, (error) => {
+        watch(event, "waitUntil", apply, run, (error) => {
           if (!printed(error)) reportQueueError(event, `an event.waitUntil() promise of the ${about()} rejected`, error);
         });
       } else {
-        if (type === "fetch") watch(event, "respondWith", apply, (error) => reportOnce(`the event.respondWith() promise of the ${about()} rejected`, error));
-        watch(event, "waitUntil", apply, (error) => reportOnce(`an event.waitUntil() promise of the ${about()} rejected`, error));
+        if (type === "fetch") watch(event, "respondWith", apply, run, (error) => reportOnce(`the event.respondWith() promise of the ${about()} rejected`, error));
+        watch(event, "waitUntil", apply, run, (error) => reportOnce(`an event.waitUntil() promise of the ${about()} rejected`, error));
       }
       try {
         return typeof listener === "function" ? apply(listener, this, [event]) : apply(listener.handleEvent, listener, [event]);
@@ -57,6 +60,8 @@ export default function installServiceWorkerShim(
         if (type === "queue") reportQueueError(event, `${about()} threw`, error);
         else report(`${about()} threw`, error);
         throw error;
+      } finally {
+        run.returned();
       }
     };
   // The same listener added twice is one listener, and removing it removes it: one wrapper for each.
@@ -98,14 +103,84 @@ const what: Record<ListenerType, (event: unknown) => string> = {
 };
 
 /**
+ * A module Worker's settle point (module-shim.worker.ts) for listeners: a listener returns at once
+ * and goes on in the promises it gives event.respondWith() and event.waitUntil(), so its run ends
+ * once it has returned and those have settled. A promise reported as unhandled while a run is on
+ * may still be caught by it (a fetch() started, then awaited in a try after other work): workerd
+ * then fires "rejectionhandled". So while a run is on a rejection is held, and printed when a run
+ * ends only if nothing caught it; with none on, nothing can catch it any more: printed at once.
+ */
+class HeldRejections {
+  private readonly held = new Map<Promise<unknown>, unknown>();
+  private running = 0;
+
+  constructor(private readonly print: (reason: unknown) => void) {}
+
+  unhandled(promise: Promise<unknown>, reason: unknown): void {
+    if (this.running === 0) this.print(reason);
+    else this.held.set(promise, reason);
+  }
+
+  handled(promise: Promise<unknown>): void {
+    this.held.delete(promise);
+  }
+
+  /** One listener's run: it ends once the listener has returned and every promise it gave has settled. */
+  start(): ListenerRun {
+    this.running++;
+    let pending = 0;
+    let returned = false;
+    let ended = false;
+    const endIfDone = (): void => {
+      if (ended || !returned || pending > 0) return;
+      ended = true;
+      this.running--;
+      for (const [promise, reason] of this.held) {
+        this.held.delete(promise);
+        this.print(reason);
+      }
+    };
+    return {
+      gave: (promise) => {
+        if (ended) return;
+        pending++;
+        const done = (): void => {
+          pending--;
+          endIfDone();
+        };
+        promise.then(done, done);
+      },
+      returned: () => {
+        returned = true;
+        endIfDone();
+      },
+    };
+  }
+}
+
+interface ListenerRun {
+  /** A promise the listener gave workerd: the run goes on until it settles. */
+  gave(promise: Promise<unknown>): void;
+  returned(): void;
+}
+
+/**
  * The promise is watched and handed to workerd as it was. (Reflect.set: an event that refused the
  * property would leave the listener unwatched, not failing.)
  */
-function watch(event: unknown, method: "waitUntil" | "respondWith", apply: typeof Reflect.apply, rejected: (error: unknown) => void): void {
+function watch(
+  event: unknown,
+  method: "waitUntil" | "respondWith",
+  apply: typeof Reflect.apply,
+  run: ListenerRun,
+  rejected: (error: unknown) => void,
+): void {
   if (event === null || typeof event !== "object" || typeof (event as Record<string, unknown>)[method] !== "function") return;
   const original = (event as Record<string, AnyFunction>)[method]!;
   Reflect.set(event, method, function (this: unknown, promise: unknown) {
-    Promise.resolve(promise).catch(rejected);
+    const given = Promise.resolve(promise);
+    given.catch(rejected);
+    run.gave(given);
     // eslint-disable-next-line prefer-rest-params -- workerd's own arguments, as they came
     return apply(original, this, arguments as unknown as unknown[]);
   });
