@@ -1,0 +1,83 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { afterEach, expect, test } from "vitest";
+import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
+import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
+import { run, waitFor, type Run } from "./cli-harness.ts";
+import { steadyLoad } from "./serve-harness.ts";
+
+// The swap as a user meets it: the real wrangler deploys to the real `celld serve` while a steady
+// 200 requests/s read KV through its --port. Each deploy's time from wrangler's start to the new
+// version answering is printed.
+
+const env = "orgs/acme/projects/web/envs/prod";
+const dirs: string[] = [];
+const running: Run[] = [];
+afterEach(async () => {
+  for (const r of running.splice(0)) {
+    r.kill("SIGTERM");
+    await r.exited;
+  }
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function project(dir: string, n: number): void {
+  mkdirSync(join(dir, "src"), { recursive: true });
+  writeFileSync(
+    join(dir, "wrangler.toml"),
+    `name = "hello"\nmain = "src/index.js"\ncompatibility_date = "2025-01-01"\n[[kv_namespaces]]\nbinding = "KV"\nid = "kv1"\n`,
+  );
+  writeFileSync(
+    join(dir, "src", "index.js"),
+    `export default {
+  async fetch(request, env) {
+    if (new URL(request.url).pathname === "/put") { await env.KV.put("greeting", "hello"); return new Response("ok"); }
+    return new Response("v${n} " + (await env.KV.get("greeting")));
+  },
+};`,
+  );
+}
+
+test("wrangler deploy to celld serve under 200 requests/s of KV reads: none fails", { timeout: 600_000 }, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "celld-serve-swap-"));
+  const projectDir = mkdtempSync(join(tmpdir(), "celld-project-"));
+  dirs.push(dataDir, projectDir);
+  const keys = ApiKeyStore.open(dataDir);
+  const { key } = keys.create({ env, scopes: ["workers:write", "workers:read"] });
+  keys.close();
+  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env], dataDir);
+  running.push(serve);
+  const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 120_000);
+  const wrangler = wranglerAgainst(api!, key, "acme", projectDir);
+  const host = "hello.localhost";
+
+  project(projectDir, 1);
+  const first = await wrangler(["deploy"]);
+  expect(first.code, first.stdout + first.stderr).toBe(0);
+  expect(await (await fetch(new URL("/put", workers!), { headers: { host } })).text()).toBe("ok");
+
+  const load = steadyLoad(new URL(workers!), host, 200, () => "/");
+  const toNewVersion: number[] = [];
+  for (const n of [2, 3]) {
+    project(projectDir, n);
+    const since = performance.now();
+    const deployed = wrangler(["deploy"]);
+    // The first answer from the new version, polled beside the load.
+    for (;;) {
+      const text = await (await fetch(workers!, { headers: { host } })).text();
+      if (text === `v${n} hello`) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    toNewVersion.push(Math.round(performance.now() - since));
+    const done = await deployed;
+    expect(done.code, done.stdout + done.stderr).toBe(0);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const result = await load.stop();
+  expect(result.errors).toEqual([]);
+  expect(result.answers.filter((a) => a.status !== 200).slice(0, 3)).toEqual([]);
+  expect(result.answers.every((a) => /^v[123] hello$/.test(a.body))).toBe(true);
+  console.log(`wrangler deploy under 200 req/s: ${result.sent} requests, 0 failed; wrangler start to new version answering (ms): ${toNewVersion.join(", ")}`);
+});
