@@ -25,7 +25,8 @@ export function wranglerAgainst(apiUrl: string, token: string, account: string |
   onTestFinished(() => rmSync(home, { recursive: true, force: true }));
   // A project's directory (wrangler deploy reads its config there), else the home of its own.
   const cwd = projectDir ?? home;
-  return (args: readonly string[], stdin?: string): Promise<WranglerResult> =>
+  // `stop`: for a command that runs until stopped (tail), ended as Ctrl-C ends it (SIGINT).
+  return (args: readonly string[], stdin?: string, stop?: AbortSignal): Promise<WranglerResult> =>
     new Promise((resolve) => {
       const env: NodeJS.ProcessEnv = {
         PATH: process.env["PATH"],
@@ -40,7 +41,7 @@ export function wranglerAgainst(apiUrl: string, token: string, account: string |
         NO_COLOR: "1",
       };
       if (account !== undefined) env["CLOUDFLARE_ACCOUNT_ID"] = account;
-      const child = execFile(process.execPath, [wranglerBin, ...args], { cwd, env, timeout: 90_000 }, (error, stdout, stderr) => {
+      const child = execFile(process.execPath, [wranglerBin, ...args], { cwd, env, timeout: 90_000, killSignal: "SIGINT", ...(stop === undefined ? {} : { signal: stop }) }, (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1;
         resolve({ code, stdout, stderr });
       });

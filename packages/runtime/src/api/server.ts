@@ -1,3 +1,4 @@
+import type { Duplex } from "node:stream";
 import { setMaxListeners } from "node:events";
 import { performance } from "node:perf_hooks";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -100,6 +101,8 @@ export interface ApiServerOptions {
   onAnswered?: (request: AnsweredRequest) => void;
   /** Serves `GET /metrics` (see metrics-route.ts); without it, /metrics is not found. */
   metrics?: MetricsEndpoint;
+  /** Takes a WebSocket upgrade it serves (`wrangler tail`'s) and answers true; else the connection is dropped. */
+  onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
   /**
    * The host's side of the consumers added through Cloudflare's API: told of each change, so a
    * Worker consumer added or removed runs or stops at once. Without it they are only recorded.
@@ -165,6 +168,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   inflight.add(finishing);
   void finishing.finally(() => inflight.delete(finishing));
   const server = httpServer(timeouts, onRequest);
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (options.onUpgrade?.(req, socket, head) !== true) socket.destroy();
+  });
   const guard = new ConnectionGuard(server, {
     name: "--api-port",
     max: options.connectionsMax ?? apiLimits.connectionsMaxDefault,

@@ -2,6 +2,7 @@ import { systemClock, type CellRegistry } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { R2BucketList } from "../deploy/r2-bucket-list.ts";
 import { servedWorkersQueues } from "../serve/serve-workers-queues.ts";
+import { TailSessions } from "../cloudflare-api/tail-sessions.ts";
 import { DeployService } from "../deploy/deploy-service.ts";
 import { DeployStore } from "../deploy/deploy-store.ts";
 import { descriptorBudget, frontUpstreamSocketsMax } from "../front/descriptor-budget.ts";
@@ -43,7 +44,11 @@ export async function serve(args: ServeArgs): Promise<number> {
   let front: Front | undefined;
   let api: ApiServer | undefined;
   let runtime: ServeRuntime | undefined;
+  // `wrangler tail` sessions: the Workers' trace events go to their sockets on the API port.
+  const tails = new TailSessions((line) => log.info(line));
   const closeAll = async (): Promise<void> => {
+    // An upgraded socket keeps the API's server from closing: the tails end first.
+    tails.closeAll();
     await api?.close().catch((error: unknown) => log.error("the API did not close cleanly", error));
     await runtime?.stop().catch((error: unknown) => log.error("the Workers did not stop cleanly", error));
     await front?.close();
@@ -76,6 +81,7 @@ export async function serve(args: ServeArgs): Promise<number> {
       graceMs,
       cellIdleCloseMs,
       workersDevDomain: args.workersDevDomain,
+      tailSink: (events) => tails.publish(events),
       afterRun: () => takeSignals(),
       addedConsumers,
     });
@@ -94,7 +100,9 @@ export async function serve(args: ServeArgs): Promise<number> {
       addedConsumers,
       // The deployed Workers' queues are the Workers environment's, as `celld dev`'s are.
       workerQueues: { env: args.workersEnv },
+      onUpgrade: (req, socket, head) => tails.upgrade(req, socket, head),
       cloudflareServices: {
+        tails,
         workers,
         workersEnv: args.workersEnv,
         workersQueues: servedWorkersQueues(() => running.workers),

@@ -36,7 +36,8 @@ export const workerRoutes: CloudflareRoute[] = [
   { method: "PUT", path: `${script}/secrets`, scope: write, body: "json", handle: putSecret },
   { method: "DELETE", path: `${script}/secrets/{secret}`, scope: write, body: "none", handle: deleteSecret },
   { method: "POST", path: `${script}/assets-upload-session`, scope: write, body: "json", handle: refuseAssets },
-  { method: "POST", path: `${script}/tails`, scope: read, body: "json", handle: refuseTail },
+  { method: "POST", path: `${script}/tails`, scope: read, body: "json", handle: createTail },
+  { method: "DELETE", path: `${script}/tails/{tail}`, scope: read, body: "none", handle: deleteTail },
   { method: "GET", path: `${script}/references`, scope: read, body: "none", handle: references },
   { method: "GET", path: "/accounts/{account}/workers/tails/by-consumer/{script}", scope: read, body: "none", handle: async () => ({ result: [] }) },
   { method: "GET", path: "/accounts/{account}/storage/kv/namespaces", scope: read, body: "none", handle: kvNamespaces },
@@ -217,13 +218,25 @@ async function refuseAssets(ctx: CloudflareContext): Promise<CloudflareReply> {
   );
 }
 
-/** `wrangler tail`: not served (docs/deploying.md says why); refused before wrangler opens its WebSocket. */
-async function refuseTail(ctx: CloudflareContext): Promise<CloudflareReply> {
-  existingWorker(ctx);
-  throw new DeployError(
-    "invalid_request",
-    "celld does not serve wrangler tail: the Workers' console output and exceptions are in celld serve's own log",
-  );
+/**
+ * `wrangler tail`: a session whose WebSocket (on this API port) gets the Worker's trace events
+ * (cloudflare-api/tail-sessions.ts). Filters are accepted and not applied: every event is sent.
+ */
+async function createTail(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { name } = existingWorker(ctx);
+  const tails = ctx.services.tails;
+  if (tails === undefined) throw new DeployError("invalid_request", "this celld does not serve wrangler tail (start it with celld serve)");
+  const host = ctx.req.headers.host;
+  if (host === undefined) throw new DeployError("invalid_request", "a Host header is needed to say where the tail's WebSocket is");
+  return { result: tails.create(name, `http://${host}`) };
+}
+
+async function deleteTail(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { name } = existingWorker(ctx);
+  const id = ctx.params.tail!;
+  if (ctx.services.tails?.has(name, id) !== true) throw new DeployError("version_not_found", `Worker "${name}" has no tail ${id}`);
+  ctx.services.tails.remove(id);
+  return { result: null };
 }
 
 /** What else depends on the Worker: celld tracks no such references, so nothing blocks a delete. */

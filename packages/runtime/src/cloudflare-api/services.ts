@@ -1,5 +1,6 @@
 import type { DeployService } from "../deploy/deploy-service.ts";
 import type { R2BucketList } from "../deploy/r2-bucket-list.ts";
+import type { TailSessions } from "./tail-sessions.ts";
 
 /**
  * What the host lends the Cloudflare routes beyond the native API's deps (ApiDeps): each member is
@@ -16,6 +17,8 @@ export interface CloudflareServices {
   workersEnv?: string;
   /** `celld serve`'s R2 buckets, which wrangler checks before deploying a Worker that binds one. */
   r2Buckets?: R2BucketList;
+  /** `wrangler tail` sessions; absent: `POST .../tails` is refused. */
+  tails?: TailSessions;
   /** The Workers config's side of its queues (queues/workers-queues.ts); absent: no config declares any. */
   workersQueues?: WorkersQueueInfo;
 }

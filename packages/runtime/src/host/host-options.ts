@@ -64,6 +64,11 @@ export interface HostOptions {
    */
   addedConsumers?: AddedConsumers;
   /**
+   * Told each batch of the Workers' trace events (workerd's tail Workers: plugins/tail-plugin.ts),
+   * for `wrangler tail` under `celld serve`. Unset: the Workers have no tail Worker.
+   */
+  tailSink?: (events: unknown[]) => void;
+  /**
    * Serve the first Worker through Miniflare's entry Worker with its trigger routes on
    * (`/cdn-cgi/handler/scheduled`), as wrangler dev does, instead of on a socket of its own. Each
    * request then costs workerd more CPU (see below), so only `celld dev --test-scheduled` asks.

@@ -14,6 +14,7 @@ import { StackPositions } from "../workerd/stack-positions.ts";
 import type { HostPlugin, PluginStartContext } from "../plugins/host-plugin.ts";
 import { QueuesPlugin } from "../plugins/queues-plugin.ts";
 import { CronTriggersPlugin } from "../plugins/cron-triggers-plugin.ts";
+import { TailPlugin } from "../plugins/tail-plugin.ts";
 import { QueueErrorMarks } from "../worker-code/queue-error-record.ts";
 import { ServiceWorkerConsole } from "../worker-code/service-worker-console.ts";
 import { openCellRegistry } from "./cell-registry-start.ts";
@@ -116,6 +117,7 @@ class HostStart {
       dataDir: options.dataDir,
     });
     this.plugins = [this.queues, new CronTriggersPlugin({ deployment: options.deployment, clock, log })];
+    if (options.tailSink !== undefined) this.plugins.push(new TailPlugin(options.tailSink));
     this.runtime = new RuntimeSupervisor({
       clock,
       log,

@@ -22,6 +22,8 @@ export interface ServeRuntimeOptions {
   /** How long in-flight batches of the Workers being replaced may run before they are handed back. */
   graceMs: number;
   cellIdleCloseMs?: number;
+  /** Told the Workers' trace events, for `wrangler tail` (HostOptions.tailSink). */
+  tailSink?: (events: unknown[]) => void;
   /** `--workers-dev-domain`: `<worker>.<domain>` reaches a Worker whose workers.dev is on. */
   workersDevDomain?: string;
   /** Told after each run, whatever its outcome (each start of workerd adds Miniflare's signal listeners). */
@@ -157,6 +159,7 @@ export class ServeRuntime implements WorkersRuntime {
       ...(bundles === undefined ? {} : { bundles }),
       addedConsumers: this.options.addedConsumers,
       workersDevDomain: this.options.workersDevDomain,
+      tailSink: this.options.tailSink,
     });
     this.host = host;
     this.running = workers;

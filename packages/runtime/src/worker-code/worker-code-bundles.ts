@@ -42,3 +42,8 @@ export function serviceWorkerShimBody(): { code: string; install: string } {
   if (exported === null) throw new Error("service-worker-shim.worker.ts bundled without its default export");
   return { code: code.slice(0, exported.index).trimEnd(), install: exported[1]! };
 }
+
+/** tail-forward.worker.ts, the tail Worker `celld serve` gives its Workers for `wrangler tail`. */
+export function tailForwardCode(): string {
+  return bundled("./tail-forward.worker.ts");
+}
