@@ -107,14 +107,6 @@ describe("WorkerRouter", () => {
     expect(router([{ name: "x", routes: [] }]).workerHosts("x")).toEqual(["x.localhost"]);
   });
 
-  it("keeps a Worker whose workers.dev is off from <name>.<domain>, not from <name>.localhost", () => {
-    const off = router([{ name: "a", routes: [] }, { name: "b", routes: [], workersDev: false }], "workers.test");
-    expect(off.route("b.workers.test", "/")).toEqual({ worker: "a", reason: "first-worker" });
-    expect(off.route("b.localhost", "/")).toEqual({ worker: "b", reason: "worker-host" });
-    expect(off.route("a.workers.test", "/")).toEqual({ worker: "a", reason: "worker-host" });
-    expect(off.workerHosts("b")).toEqual(["b.localhost"]);
-  });
-
   it("refuses a custom domain with a path or a wildcard, naming it", () => {
     expect(() => router([{ name: "a", routes: [{ pattern: "shop.example.com/*", customDomain: true }] }])).toThrow(
       'route pattern "shop.example.com/*" is a custom domain, which must be a bare host name',
