@@ -87,9 +87,12 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
                       with the scope metrics:read)
 
        celld serve [--data DIR] [--port 8787] [--host 127.0.0.1] [--api-port 8788] [--api-host 127.0.0.1]
+                   [--workers-env orgs/O/projects/P/envs/E] [--workers-dev-domain DOMAIN]
                       run what was last deployed to DIR (default ./.celld; nothing on a new
                       one) and take deploys from wrangler pointed at the API port's
-                      /client/v4 with a key of scope workers:write (docs/deploying.md)
+                      /client/v4 with a key of scope workers:write of the --workers-env
+                      environment, whose queues the Workers bind (default that of celld dev's
+                      Workers, orgs/local/projects/local/envs/dev) (docs/deploying.md)
        celld keys create --org ORG --project PROJECT --env ENV --scope SCOPE... [--name NAME] [--data DIR] [-c FILE]
        celld keys list [--all] [--data DIR] [-c FILE]
        celld keys revoke KEY_ID [--data DIR] [-c FILE]
