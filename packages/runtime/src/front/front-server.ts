@@ -91,19 +91,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
   // One pool for every Worker: Node keys its sockets by host:port, so each Worker gets its own.
   const agent = new Agent({ keepAlive: true, maxSockets: frontUpstreamSocketsMax, maxFreeSockets: frontUpstreamSocketsMax, scheduling: "lifo" });
   const hold = new RequestHold(options.clock ?? systemClock, options.hold);
-  const stats: FrontStats = {
-    connections: { open: 0, accepted: 0, refused: 0, evicted: 0, idleClosed: 0 },
-    requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0, "workers-dev-off": 0 },
-    unreachable: 0,
-    held: {
-      get total() {
-        return hold.heldTotal;
-      },
-      get refused() {
-        return hold.refusedTotal;
-      },
-    },
-  };
+  const stats = newFrontStats(hold);
   const unreachable = unreachableReporter(stats, options.warn);
   const choose = (req: IncomingMessage): Chosen | undefined => {
     if (router === undefined) return undefined;
@@ -112,6 +100,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
     return { worker: choice.worker, upstream: upstreams.get(choice.worker), workersDevOff: choice.reason === "workers-dev-off" };
   };
 
+  const forwarding: Forwarding = { choose, hold, agent, stats, unreachable, onAnswered: options.onAnswered };
   const server = createServer(
     {
       headersTimeout: options.headersTimeoutMs ?? frontDefaults.headersTimeoutMs,
@@ -120,23 +109,7 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       keepAliveTimeout: frontDefaults.keepAliveTimeoutMs,
       connectionsCheckingInterval: 1_000,
     },
-    (req: IncomingMessage, res: ServerResponse) => {
-      // During a swap the request waits here; it is routed when it runs, by the router then.
-      hold.admit(() => {
-        if (res.destroyed) return;
-        const chosen = choose(req);
-        if (chosen === undefined) return noneDeployed(res);
-        const { worker, upstream } = chosen;
-        if (options.onAnswered !== undefined) reportWhenAnswered(req, res, worker, options.onAnswered);
-        if (chosen.workersDevOff) return workersDevOff(res);
-        if (upstream === undefined) return notRunning(res, worker, stats);
-        res.once("close", hold.forwarded());
-        forwardRequest(req, res, upstream, agent, (error) => {
-          res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
-          res.end(unreachable(worker, error));
-        });
-      }, () => heldTooLong(res));
-    },
+    (req: IncomingMessage, res: ServerResponse) => forwardToWorker(req, res, forwarding),
   );
   const upgraded = forwardUpgrades(server, choose, stats, unreachable, hold);
   const guard = new ConnectionGuard(server, {
@@ -176,6 +149,49 @@ export async function startFront(options: FrontOptions): Promise<Front> {
       return closing;
     },
   };
+}
+
+function newFrontStats(hold: RequestHold): FrontStats {
+  return {
+    connections: { open: 0, accepted: 0, refused: 0, evicted: 0, idleClosed: 0 },
+    requests: { "worker-host": 0, route: 0, "custom-domain": 0, "first-worker": 0, "workers-dev-off": 0 },
+    unreachable: 0,
+    held: {
+      get total() {
+        return hold.heldTotal;
+      },
+      get refused() {
+        return hold.refusedTotal;
+      },
+    },
+  };
+}
+
+interface Forwarding {
+  choose: (req: IncomingMessage) => Chosen | undefined;
+  hold: RequestHold;
+  agent: Agent;
+  stats: FrontStats;
+  unreachable: (worker: string, error: NodeJS.ErrnoException) => string;
+  onAnswered: ((request: FrontRequest) => void) | undefined;
+}
+
+/** One request: held during a swap, then routed by the router of the moment it runs, and forwarded. */
+function forwardToWorker(req: IncomingMessage, res: ServerResponse, f: Forwarding): void {
+  f.hold.admit(() => {
+    if (res.destroyed) return;
+    const chosen = f.choose(req);
+    if (chosen === undefined) return noneDeployed(res);
+    const { worker, upstream } = chosen;
+    if (f.onAnswered !== undefined) reportWhenAnswered(req, res, worker, f.onAnswered);
+    if (chosen.workersDevOff) return workersDevOff(res);
+    if (upstream === undefined) return notRunning(res, worker, f.stats);
+    res.once("close", f.hold.forwarded());
+    forwardRequest(req, res, upstream, f.agent, (error) => {
+      res.writeHead(502, { "content-type": "text/plain; charset=utf-8", connection: "close" });
+      res.end(f.unreachable(worker, error));
+    });
+  }, () => heldTooLong(res));
 }
 
 interface Chosen {
