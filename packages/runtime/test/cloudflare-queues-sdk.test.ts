@@ -73,6 +73,36 @@ describe("cloudflare SDK against celld", () => {
     expect(await counts()).toMatchObject({ ready: 0, leased: 0 });
   });
 
+  it("a number past 2^53 - 1 is refused quoting the text sent, in each kind of body", async () => {
+    const { api, admin, queueId, counts } = await setup();
+    const raw = async (method: string, path: string, text: string) => {
+      const res = await fetch(`${api.server.url}/client/v4/accounts/${account_id}/queues/${queueId}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${api.defaultKey}`, "content-type": "application/json" },
+        body: text,
+      });
+      return { status: res.status, error: ((await res.json()) as { errors: Array<{ code: number; message: string }> }).errors[0] };
+    };
+    expect(await raw("POST", "/messages/pull", '{"batch_size": 9007199254740993}')).toEqual({
+      status: 400,
+      error: { code: 10207, message: "batch_size must be an integer from 1 to 100, got 9007199254740993" },
+    });
+    expect(await raw("POST", "/messages/batch", '{"messages": [{"body": "x", "content_type": "text", "delay_seconds": -1e400}]}')).toMatchObject({
+      status: 400,
+      error: { message: "messages[0].delay_seconds must be an integer from 0 to 86400 seconds, got -1e400" },
+    });
+    expect(await raw("PATCH", "", '{"settings": {"message_retention_period": 1e999}}')).toMatchObject({
+      status: 400,
+      error: { code: 100128, message: "settings.message_retention_period must be an integer from 60 to 1209600 seconds, got 1e999" },
+    });
+    const consumer = (await admin.queues.consumers.list(queueId, { account_id })).result[0] as { consumer_id: string } | undefined;
+    expect(await raw("PUT", `/consumers/${consumer!.consumer_id}`, '{"type": "http_pull", "settings": {"max_retries": 12345678901234567891}}')).toEqual({
+      status: 400,
+      error: { code: 100127, message: "settings.max_retries must be an integer from 0 to 100, got 12345678901234567891" },
+    });
+    expect((await counts()).ready).toBe(0);
+  });
+
   it("refuses bad input in Cloudflare's shape, changing nothing", async () => {
     const { api, cf, queueId, counts } = await setup();
     const other = await cf.queues.create({ account_id, queue_name: "other" });

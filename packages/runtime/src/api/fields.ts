@@ -68,6 +68,16 @@ export function isPastExact(value: number): boolean {
   return !(Number.isNaN(value) || Number.isSafeInteger(value) || (Number.isFinite(value) && !Number.isInteger(value)));
 }
 
+/** A number's text as sent, for a message: whole up to 40 characters, else its start and length. */
+export function shownLiteral(literal: string): string {
+  return literal.length <= 40 ? literal : `${literal.slice(0, 24)}… (${literal.length} characters)`;
+}
+
+/** What a message says of a value past the rule above when its text is not known. */
+export function pastExactWords(value: number): string {
+  return `${value < 0 ? "a number below -" : "a number past "}${Number.MAX_SAFE_INTEGER} (2^53 - 1), which JSON numbers do not hold exactly`;
+}
+
 /** A number refused by the rule above: the server puts the number's text as sent in its message. */
 export class InexactNumberError extends ApiError {
   constructor(
@@ -75,14 +85,12 @@ export class InexactNumberError extends ApiError {
     readonly boundText: string,
     negative: boolean,
   ) {
-    const size = `${negative ? "a number below -" : "a number past "}${Number.MAX_SAFE_INTEGER} (2^53 - 1), which JSON numbers do not hold exactly`;
-    super("out_of_range", `${fieldName} must be from ${boundText}, got ${size}`, { field: fieldName, bound: boundText });
+    super("out_of_range", `${fieldName} must be from ${boundText}, got ${pastExactWords(negative ? -1 : 1)}`, { field: fieldName, bound: boundText });
   }
 
   /** The same refusal quoting `literal`, the number's text in the body (shortened past 40 characters). */
   quoting(literal: string): ApiError {
-    const shown = literal.length <= 40 ? literal : `${literal.slice(0, 24)}… (${literal.length} characters)`;
-    return new ApiError("out_of_range", `${this.fieldName} must be from ${this.boundText}, got ${shown}`, {
+    return new ApiError("out_of_range", `${this.fieldName} must be from ${this.boundText}, got ${shownLiteral(literal)}`, {
       field: this.fieldName,
       bound: this.boundText,
     });

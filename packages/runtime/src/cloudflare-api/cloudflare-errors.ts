@@ -1,5 +1,6 @@
 import { ApiError, toApiError, type ApiErrorCode } from "../api/errors.ts";
 import { failureEnvelope, type FailureEnvelope } from "./envelope.ts";
+import { isPastExact, pastExactWords, shownLiteral } from "../api/fields.ts";
 
 /**
  * A refusal in Cloudflare's terms: the HTTP status and the `errors[0].code` clients branch on
@@ -21,6 +22,27 @@ export class CloudflareError extends Error {
   /** The body every refusal answers with. */
   toJSON(): FailureEnvelope {
     return failureEnvelope([{ code: this.code, message: this.message }]);
+  }
+}
+
+/**
+ * A number in a body refused by its bound. JSON.parse has rounded one past 2^53 - 1 (or made it
+ * Infinity, which JSON.stringify writes as null), so the mount quotes the text the body's scan kept
+ * for `field` (json-body.ts) instead of the parsed value: the same rule as the native API's.
+ */
+export class CloudflareNumberError extends CloudflareError {
+  constructor(
+    status: number,
+    code: number,
+    readonly field: string,
+    private readonly words: string,
+    value: unknown,
+  ) {
+    super(status, code, `${words}, got ${typeof value === "number" && isPastExact(value) ? pastExactWords(value) : JSON.stringify(value)}`);
+  }
+
+  quoting(literal: string): CloudflareError {
+    return new CloudflareError(this.status, this.code, `${this.words}, got ${shownLiteral(literal)}`);
   }
 }
 

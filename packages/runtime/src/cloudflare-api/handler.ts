@@ -4,7 +4,7 @@ import { checkContentEncoding, checkDeclaredLength, delivered, expectsContinue, 
 import { parseJsonBody } from "../api/json-body.ts";
 import { Router, type ApiDeps } from "../api/router.ts";
 import { accountOf, authenticateToken, checkAccount, checkScope } from "./auth.ts";
-import { CloudflareError, cloudflareCodes, toCloudflareError, type CloudflareCodeMap } from "./cloudflare-errors.ts";
+import { CloudflareError, CloudflareNumberError, cloudflareCodes, toCloudflareError, type CloudflareCodeMap } from "./cloudflare-errors.ts";
 import { successEnvelope } from "./envelope.ts";
 import { cloudflareLimits } from "./limits.ts";
 import type { CloudflareReply, CloudflareRoute } from "./route.ts";
@@ -48,6 +48,8 @@ export class CloudflareMount {
     });
     let bodyRead = false;
     let codes: CloudflareCodeMap | undefined;
+    // The text of numbers the body's parse could not hold exactly, for a refusal to quote.
+    let inexactNumbers: ReadonlyMap<string, string> | undefined;
     try {
       const url = new URL(req.url ?? "/", "http://localhost");
       const match = this.router.match(req.method ?? "", url.pathname);
@@ -61,8 +63,9 @@ export class CloudflareMount {
       codes = route.codes;
       if (params["account"] !== undefined) checkAccount(key, params["account"]);
       checkScope(key, route.scope);
-      const { body, bytes } = await this.readRequestBody(req, res, route);
+      const { body, bytes, numbers } = await this.readRequestBody(req, res, route);
       bodyRead = true;
+      inexactNumbers = numbers;
       const reply = await route.handle({
         params,
         query: url.searchParams,
@@ -80,7 +83,7 @@ export class CloudflareMount {
       });
       await this.answer(res, reply, gone.signal);
     } catch (thrown) {
-      this.refuse(req, res, toCloudflareError(thrown, codes), thrown, bodyRead);
+      this.refuse(req, res, quotedAsSent(toCloudflareError(thrown, codes), inexactNumbers), thrown, bodyRead);
     }
   }
 
@@ -88,7 +91,7 @@ export class CloudflareMount {
     req: IncomingMessage,
     res: ServerResponse,
     route: CloudflareRoute,
-  ): Promise<{ body: unknown; bytes: Uint8Array | undefined }> {
+  ): Promise<{ body: unknown; bytes: Uint8Array | undefined; numbers?: ReadonlyMap<string, string> }> {
     if (route.body === "none") return { body: undefined, bytes: undefined };
     const cap = route.bodyBytesMax ?? cloudflareLimits.bodyBytesDefault;
     checkContentEncoding(req);
@@ -99,7 +102,8 @@ export class CloudflareMount {
     const bytes = await readBody(req, cap);
     if (route.body === "raw") return { body: undefined, bytes };
     // wrangler sends JSON bodies as text/plain: the type is not looked at.
-    return { body: parseJsonBody(bytes, { uniqueMembers: true }).value, bytes };
+    const parsed = parseJsonBody(bytes, { uniqueMembers: true });
+    return { body: parsed.value, bytes, numbers: parsed.inexactNumbers };
   }
 
   private async answer(res: ServerResponse, reply: CloudflareReply, gone: AbortSignal): Promise<void> {
@@ -132,4 +136,11 @@ export class CloudflareMount {
 function hasBody(req: IncomingMessage): boolean {
   const length = req.headers["content-length"];
   return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
+}
+
+/** A refused number past 2^53 - 1 quoted as its sender wrote it, when the body had it. */
+function quotedAsSent(error: CloudflareError, inexactNumbers: ReadonlyMap<string, string> | undefined): CloudflareError {
+  if (!(error instanceof CloudflareNumberError)) return error;
+  const literal = inexactNumbers?.get(error.field);
+  return literal === undefined ? error : error.quoting(literal);
 }

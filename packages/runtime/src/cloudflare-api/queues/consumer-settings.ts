@@ -1,5 +1,5 @@
 import { limits } from "@celld/queue-cell";
-import { CloudflareError } from "../cloudflare-errors.ts";
+import { CloudflareError, CloudflareNumberError } from "../cloudflare-errors.ts";
 import { queueCodes } from "./queue-lookup.ts";
 
 /** Cloudflare's consumer settings, by consumer type, with their bounds (celld's limits) and defaults. */
@@ -45,7 +45,7 @@ export function readConsumerSettings(type: "worker" | "http_pull", raw: unknown,
       continue;
     }
     if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-      throw invalid(`settings.${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+      throw new CloudflareNumberError(400, queueCodes.consumerSettingsInvalid, `settings.${name}`, `settings.${name} must be an integer from ${min} to ${max}`, value);
     }
     out[name] = value;
   }

@@ -1,6 +1,6 @@
 import { limits, type QueueCell } from "@celld/queue-cell";
 import type { ApiQueueSettings, QueueRow } from "../../api/catalog.ts";
-import { CloudflareError } from "../cloudflare-errors.ts";
+import { CloudflareError, CloudflareNumberError } from "../cloudflare-errors.ts";
 import type { CloudflareContext } from "../route.ts";
 import { queueCodes } from "./queue-lookup.ts";
 
@@ -65,7 +65,7 @@ export async function applyQueueSettings(ctx: CloudflareContext, row: QueueRow, 
 
 function intIn(field: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw invalid(`${field} must be an integer from ${min} to ${max} seconds, got ${JSON.stringify(value)}`);
+    throw new CloudflareNumberError(400, queueCodes.queueSettingsInvalid, field, `${field} must be an integer from ${min} to ${max} seconds`, value);
   }
   return value;
 }

@@ -1,7 +1,7 @@
 import { limits, type BacklogMetrics, type LeasedMessage, type NackRef, type OutgoingMessage } from "@celld/queue-cell";
 import { leaseForClient, releaseUndelivered } from "../../api/lease-handoff.ts";
 import { apiLimits } from "../../api/api-limits.ts";
-import { CloudflareError } from "../cloudflare-errors.ts";
+import { CloudflareError, CloudflareNumberError } from "../cloudflare-errors.ts";
 import type { CloudflareMessage } from "../envelope.ts";
 import type { CloudflareContext, CloudflareReply, CloudflareRoute } from "../route.ts";
 import { leaseIdOf, readLeaseId } from "./lease-id.ts";
@@ -164,7 +164,7 @@ function metricsJson(metrics: BacklogMetrics): Record<string, number> {
 function delayOf(value: unknown, field: string, code: number): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > limits.delaySecondsMax) {
-    throw new CloudflareError(400, code, `${field} must be an integer from 0 to ${limits.delaySecondsMax} seconds, got ${JSON.stringify(value)}`);
+    throw new CloudflareNumberError(400, code, field, `${field} must be an integer from 0 to ${limits.delaySecondsMax} seconds`, value);
   }
   return value;
 }
@@ -172,7 +172,7 @@ function delayOf(value: unknown, field: string, code: number): number | undefine
 function intIn(value: unknown, field: string, min: number, max: number): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new CloudflareError(400, queueCodes.bodyInvalid, `${field} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    throw new CloudflareNumberError(400, queueCodes.bodyInvalid, field, `${field} must be an integer from ${min} to ${max}`, value);
   }
   return value;
 }
