@@ -7,6 +7,7 @@ import type { BatchReport } from "@celld/bindings";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
 import { MemoryHostLog } from "../packages/runtime/src/host/host-log.ts";
+import type { AddedConsumers } from "../packages/runtime/src/plugins/added-consumers.ts";
 import { childProcesses } from "../packages/runtime/src/workerd/workerd-orphans.ts";
 
 export interface Project {
@@ -60,6 +61,7 @@ export async function runHost(
     connectionsMax?: number;
     triggerHandlers?: boolean;
     onRuntimeExit?: (reason: string) => void;
+    addedConsumers?: AddedConsumers;
   } = {},
 ): Promise<RunningHost> {
   const clock = options.clock ?? new ManualClock(Date.now());
@@ -80,6 +82,7 @@ export async function runHost(
     triggerHandlers: options.triggerHandlers,
     onRuntimeExit: options.onRuntimeExit,
     onBatch: (report) => batches.push(report),
+    addedConsumers: options.addedConsumers,
   });
   return {
     host,
