@@ -98,17 +98,20 @@ describe("celld serve with the real wrangler", () => {
     expect(statSync(secretsFile).mode & 0o777).toBe(0o600);
     expect(serve.output()).not.toContain("s3cret");
 
-    // wrangler tail: the Worker's trace events (workerd's, as Cloudflare's) on the API port's WebSocket.
+    // wrangler tail: the Worker's trace events (workerd's, as Cloudflare's) on the API port's WebSocket,
+    // filtered as wrangler asked (`--method POST`, sent in the tail's creation body): the GET is not printed.
     const stopTail = new AbortController();
-    const tailing = wrangler(["tail", "--format", "json"], undefined, stopTail.signal);
+    const tailing = wrangler(["tail", "--format", "json", "--method", "POST"], undefined, stopTail.signal);
     await waitFor(serve, /wrangler tail of Worker "hello" connected/, 60_000);
-    expect(await body(`${workers}/tail-probe`)).toBe("v2 s3cret");
+    expect(await body(`${workers}/tail-get`)).toBe("v2 s3cret");
+    expect(await (await fetch(`${workers}/tail-post`, { method: "POST", body: "x" })).text()).toBe("v2 s3cret");
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     stopTail.abort();
     const tailed = await tailing;
     const event = JSON.parse(tailed.stdout.slice(tailed.stdout.indexOf("{"), tailed.stdout.lastIndexOf("}") + 1)) as Record<string, any>;
-    expect(event).toMatchObject({ scriptName: "hello", outcome: "ok", event: { request: { method: "GET" }, response: { status: 200 } } });
-    expect(event.event.request.url).toMatch(/\/tail-probe$/);
+    expect(event).toMatchObject({ scriptName: "hello", outcome: "ok", event: { request: { method: "POST" }, response: { status: 200 } } });
+    expect(event.event.request.url).toMatch(/\/tail-post$/);
+    expect(tailed.stdout).not.toContain("/tail-get");
     expect(tailed.stdout).not.toContain("s3cret");
     await waitFor(serve, /wrangler tail of Worker "hello" disconnected/, 10_000);
 

@@ -1,5 +1,6 @@
 import { DeployError } from "../deploy/deploy-errors.ts";
 import { CloudflareError, cloudflareCodes } from "./cloudflare-errors.ts";
+import { parseTailFilters } from "./tail-filter.ts";
 import { tellAddedConsumers } from "./queues/added-consumers-of.ts";
 import { deployLimits } from "../deploy/deploy-limits.ts";
 import type { DeployService } from "../deploy/deploy-service.ts";
@@ -220,7 +221,7 @@ async function refuseAssets(ctx: CloudflareContext): Promise<CloudflareReply> {
 
 /**
  * `wrangler tail`: a session whose WebSocket (on this API port) gets the Worker's trace events
- * (cloudflare-api/tail-sessions.ts). Filters are accepted and not applied: every event is sent.
+ * (cloudflare-api/tail-sessions.ts), filtered by what wrangler sends in the body (tail-filter.ts).
  */
 async function createTail(ctx: CloudflareContext): Promise<CloudflareReply> {
   const { name } = existingWorker(ctx);
@@ -228,7 +229,8 @@ async function createTail(ctx: CloudflareContext): Promise<CloudflareReply> {
   if (tails === undefined) throw new DeployError("invalid_request", "this celld does not serve wrangler tail (start it with celld serve)");
   const host = ctx.req.headers.host;
   if (host === undefined) throw new DeployError("invalid_request", "a Host header is needed to say where the tail's WebSocket is");
-  return { result: tails.create(name, `http://${host}`) };
+  const filter = parseTailFilters(ctx.body, ctx.req.socket.remoteAddress);
+  return { result: tails.create(name, `http://${host}`, filter) };
 }
 
 async function deleteTail(ctx: CloudflareContext): Promise<CloudflareReply> {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
+import { tailEventPasses, type TailFilter } from "./tail-filter.ts";
 import { acceptTailSocket, type TailSocket } from "./tail-socket.ts";
 
 /** The path of a tail's WebSocket on the API port; its id is the secret that opens it. */
@@ -12,6 +13,7 @@ const tailsMax = 100;
 
 interface Session {
   script: string;
+  filter: TailFilter;
   expiresAt: number;
   sockets: Set<TailSocket>;
   timer: NodeJS.Timeout;
@@ -20,9 +22,8 @@ interface Session {
 /**
  * `wrangler tail` sessions on `celld serve`: `POST .../tails` makes one for a Worker and answers the
  * URL of its WebSocket (on the API port, an unguessable id in the path), the socket gets each trace
- * event of that Worker as one JSON text message, `DELETE .../tails/:id` ends it. Filters wrangler
- * sends (sampling, status, method, search) are not applied: every event of the Worker is sent, and
- * wrangler prints them all.
+ * event of that Worker that passes the session's filters (cloudflare-api/tail-filter.ts) as one
+ * JSON text message, `DELETE .../tails/:id` ends it.
  */
 export class TailSessions {
   private readonly sessions = new Map<string, Session>();
@@ -30,12 +31,12 @@ export class TailSessions {
   /** `log`: told when a tail's socket opens and ends, for the operator. */
   constructor(private readonly log: (line: string) => void = () => undefined) {}
 
-  create(script: string, apiBase: string): { id: string; url: string; expires_at: string } {
+  create(script: string, apiBase: string, filter: TailFilter = {}): { id: string; url: string; expires_at: string } {
     if (this.sessions.size >= tailsMax) throw new Error(`${tailsMax} tails are open on this celld, the most it keeps at once; end one first`);
     const id = randomBytes(16).toString("hex");
     const expiresAt = Date.now() + tailLifetimeMs;
     const timer = setTimeout(() => this.remove(id), tailLifetimeMs).unref();
-    this.sessions.set(id, { script, expiresAt, sockets: new Set(), timer });
+    this.sessions.set(id, { script, filter, expiresAt, sockets: new Set(), timer });
     return { id, url: `${apiBase.replace(/^http/, "ws")}/client/v4/tail/${id}`, expires_at: new Date(expiresAt).toISOString() };
   }
 
@@ -72,7 +73,7 @@ export class TailSessions {
     return true;
   }
 
-  /** Each event to the tails of its Worker (`scriptName`). */
+  /** Each event to the tails of its Worker (`scriptName`) whose filters it passes. */
   publish(events: readonly unknown[]): void {
     if (this.sessions.size === 0) return;
     for (const event of events) {
@@ -80,7 +81,8 @@ export class TailSessions {
       if (typeof script !== "string") continue;
       let text: string | undefined;
       for (const session of this.sessions.values()) {
-        if (session.script !== script) continue;
+        if (session.script !== script || session.sockets.size === 0) continue;
+        if (!tailEventPasses(session.filter, event)) continue;
         text ??= JSON.stringify(event);
         for (const socket of session.sockets) socket.sendText(text);
       }
