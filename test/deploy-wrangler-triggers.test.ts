@@ -11,8 +11,8 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * What `wrangler deploy` carries besides the script, against `celld serve`, with the real wrangler
  * 4.86: a queue consumer (wrangler's consumer calls after the upload) fed by another Worker's
  * producer binding, a cron schedule, routes and a custom domain (the zone look-ups), the workers.dev
- * switch, an R2 bucket wrangler finds missing and creates. Then the refusals wrangler meets: a route
- * another Worker has, assets. One serve and few wrangler runs: each costs seconds here.
+ * switch, an R2 bucket wrangler finds missing and creates. Then the refusal wrangler meets: a route
+ * another Worker has (assets: deploy-wrangler-assets.test.ts). One serve and few wrangler runs: each costs seconds here.
  */
 
 const env = "orgs/acme/projects/web/envs/prod";
@@ -114,7 +114,7 @@ bucket_name = "files"
 };
 
 describe("wrangler deploy's triggers and bindings on celld serve", () => {
-  it("runs consumers, crons, routes, custom domains and workers.dev; creates a missing R2 bucket; refuses a taken route and assets", { timeout: 600_000 }, async () => {
+  it("runs consumers, crons, routes, custom domains and workers.dev; creates a missing R2 bucket; refuses a taken route", { timeout: 600_000 }, async () => {
     const dataDir = tempDir("celld-serve-");
     const keys = ApiKeyStore.open(dataDir);
     const scopes = ["workers:write", "workers:read", "events:write", "events:read"] as const;
@@ -190,17 +190,6 @@ describe("wrangler deploy's triggers and bindings on celld serve", () => {
     // wrangler checks the zone's routes on later deploys; on a first one celld refuses the routes call itself.
     expect(taken.stdout + taken.stderr).toMatch(/"front" is already assigned to routes|api\.example\.test\/\* is already assigned to Worker "front"/);
     expect((await asHost(workers!, "api.example.test", "/v1")).body).toBe("front api.example.test/v1");
-
-    // Assets: refused before anything is uploaded, with what to do instead.
-    const withAssets = project({
-      "wrangler.toml": `name = "site"\nmain = "src/index.js"\ncompatibility_date = "2025-01-01"\n[assets]\ndirectory = "public"\n`,
-      "src/index.js": `export default { fetch() { return new Response("site") } }`,
-      "public/index.html": "<h1>hi</h1>",
-    });
-    const assets = await wranglerAgainst(api!, key, "acme", withAssets)(["deploy"]);
-    expect(assets.code).not.toBe(0);
-    expect(assets.stdout + assets.stderr).toMatch(/celld serve does not take static assets uploads/);
-    expect((await cf("/accounts/acme/workers/services/site")).json.errors[0]!.code).toBe(10007);
 
     // An upload whose producer binding names a missing queue creates it, as Cloudflare has since
     // 2026 (wrangler 4.86 itself checks first, above); a binding celld does not run is a warning.

@@ -66,7 +66,8 @@ describe("parseUploadForm", () => {
     ["python", () => encode({ main_module: "index.js" }, [main, { name: "a.py", type: "text/x-python", body: "x" }]), /module "a.py" has content type "text\/x-python"/],
     ["a binding missing a field", () => encode({ main_module: "index.js", bindings: [{ name: "KV", type: "kv_namespace" }] }, [main]), /metadata.bindings\[0\] \("KV"\): namespace_id/],
     ["a name bound twice", () => encode({ main_module: "index.js", bindings: [{ name: "A", type: "plain_text", text: "1" }, { name: "A", type: "plain_text", text: "2" }] }, [main]), /bindings\[1\]: the name "A" is bound twice/],
-    ["assets", () => encode({ main_module: "index.js", assets: { jwt: "x", config: {} } }, [main]), /metadata.assets: celld serve does not take static assets uploads/],
+    ["keep_assets not a boolean", () => encode({ main_module: "index.js", keep_assets: "yes" }, [main]), /metadata: keep_assets/],
+    ["an assets config of another kind", () => encode({ main_module: "index.js", assets: { jwt: "x", config: { not_found_handling: "teapot" } } }, [main]), /metadata: assets.config.not_found_handling/],
     ["a bad compatibility date", () => encode({ main_module: "index.js", compatibility_date: "soon" }, [main]), /compatibility_date: must be a date YYYY-MM-DD/],
   ];
   it.each(refusals)("refuses %s with code 10021", async (_, make, message) => {

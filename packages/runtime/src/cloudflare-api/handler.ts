@@ -54,7 +54,8 @@ export class CloudflareMount {
       const url = new URL(req.url ?? "/", "http://localhost");
       const match = this.router.match(req.method ?? "", url.pathname);
       // The token first: without one, nobody learns which routes exist.
-      const key = authenticateToken(req.headers.authorization, this.options.deps.keys);
+      const own = match.kind === "found" ? match.route.authenticate : undefined;
+      const key = own !== undefined ? own(req.headers.authorization, this.options.services) : authenticateToken(req.headers.authorization, this.options.deps.keys);
       if (match.kind === "none") throw new CloudflareError(404, cloudflareCodes.noRoute, `No route for the URI: ${req.method} ${url.pathname}`);
       if (match.kind === "method") {
         throw new CloudflareError(405, cloudflareCodes.methodNotAllowed, `${url.pathname} takes ${match.allowed.join(", ")}, not ${req.method}`);

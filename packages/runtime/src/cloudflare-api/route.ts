@@ -21,6 +21,8 @@ export interface CloudflareRoute {
   bodyBytesMax?: number;
   /** Cloudflare codes for this route's failures, by native error code (not_found -> 10104 for a queue). */
   codes?: CloudflareCodeMap;
+  /** Another credential than an API token (the assets upload's session token): the key it acts as. */
+  authenticate?: (authorization: string | undefined, services: CloudflareServices) => ApiKeyInfo;
   handle: (ctx: CloudflareContext) => Promise<CloudflareReply>;
 }
 

@@ -19,6 +19,8 @@ const scripts = "/accounts/{account}/workers/scripts";
 const script = `${scripts}/{script}`;
 const write = "workers:write" as const;
 const read = "workers:read" as const;
+/** A manifest of 20,000 paths with their hashes and sizes fits (about 150 bytes an entry). */
+const assetSessionBodyBytesMax = 4 * 1024 * 1024;
 
 export const workerRoutes: CloudflareRoute[] = [
   { method: "GET", path: "/accounts/{account}/workers/services/{script}", scope: read, body: "none", handle: getService },
@@ -36,7 +38,20 @@ export const workerRoutes: CloudflareRoute[] = [
   { method: "GET", path: `${script}/secrets`, scope: read, body: "none", handle: listSecrets },
   { method: "PUT", path: `${script}/secrets`, scope: write, body: "json", handle: putSecret },
   { method: "DELETE", path: `${script}/secrets/{secret}`, scope: write, body: "none", handle: deleteSecret },
-  { method: "POST", path: `${script}/assets-upload-session`, scope: write, body: "json", handle: refuseAssets },
+  { method: "POST", path: `${script}/assets-upload-session`, scope: write, body: "json", bodyBytesMax: assetSessionBodyBytesMax, handle: openAssetsSession },
+  {
+    method: "POST",
+    path: "/accounts/{account}/workers/assets/upload",
+    scope: write,
+    body: "raw",
+    bodyBytesMax: deployLimits.uploadBodyBytesMax,
+    // wrangler sends the upload session's token, not the API token: the session acts as the key that opened it.
+    authenticate: (authorization, services) => {
+      if (services.workers === undefined) throw new DeployError("script_not_found", "this celld runs no deployed Workers (start it with celld serve)");
+      return services.workers.store.assetUploads.sessionKey(authorization);
+    },
+    handle: uploadAssets,
+  },
   { method: "POST", path: `${script}/tails`, scope: read, body: "json", handle: createTail },
   { method: "DELETE", path: `${script}/tails/{tail}`, scope: read, body: "none", handle: deleteTail },
   { method: "GET", path: `${script}/references`, scope: read, body: "none", handle: references },
@@ -208,15 +223,20 @@ async function deleteWorker(ctx: CloudflareContext): Promise<CloudflareReply> {
 }
 
 /**
- * wrangler opens an assets upload session before it uploads a Worker with `assets`: refused, before
- * anything is uploaded, so the deploy stops with this message and changes nothing.
+ * wrangler opens an assets upload session before it uploads a Worker with `assets` (the Worker
+ * need not exist yet): the hashes this host lacks, in buckets, and the token to upload them with.
  */
-async function refuseAssets(ctx: CloudflareContext): Promise<CloudflareReply> {
-  workersService(ctx);
-  throw new DeployError(
-    "invalid_upload",
-    "celld serve does not take static assets uploads (the `assets` key): serve the files from the Worker, or run the project with celld dev, which serves them",
-  );
+async function openAssetsSession(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const workers = workersService(ctx);
+  return { result: workers.store.assetUploads.openSession(ctx.params.script!, ctx.key, ctx.body) };
+}
+
+/** One bucket of files, base64 in a multipart form; the last answers the completion token. */
+async function uploadAssets(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const workers = workersService(ctx);
+  if (ctx.query.get("base64") !== "true") throw new DeployError("invalid_upload", "base64 must be true: celld takes asset files base64-encoded, as wrangler sends them");
+  const result = await workers.store.assetUploads.upload(ctx.req.headers.authorization, ctx.bytes ?? new Uint8Array(), ctx.req.headers["content-type"]);
+  return { status: result.jwt === undefined ? 202 : 201, result };
 }
 
 /**

@@ -1,9 +1,9 @@
 import type { ConsumerConfig, WorkerConfig } from "../config/index.ts";
 import { DeployError } from "./deploy-errors.ts";
 import { deployLimits } from "./deploy-limits.ts";
-import type { DeploymentRecord, DeployStore, NewVersion, ScriptSettings, VersionRecord } from "./deploy-store.ts";
+import type { AssetsServing, DeploymentRecord, DeployStore, NewVersion, ScriptSettings, VersionRecord } from "./deploy-store.ts";
 import { parseUploadForm, type ParsedUpload } from "./upload-form.ts";
-import { applyUploadMigrations, isKnownBinding, type KnownBinding, type UploadBinding } from "./upload-metadata.ts";
+import { applyUploadMigrations, isKnownBinding, type KnownBinding, type UploadBinding, type UploadMetadata } from "./upload-metadata.ts";
 import { versionWorker } from "./version-worker.ts";
 
 /**
@@ -187,6 +187,7 @@ export class DeployService {
       return versionWorker({
         version,
         modulesDir: this.store.modulesDir(script, version.id),
+        assetsDir: this.store.assetsDir(script, version.id),
         settings: { ...settings, ...changed?.triggers },
         secrets,
         consumers: this.consumersOf(script),
@@ -228,8 +229,18 @@ export class DeployService {
         bindings,
         durableObjectClasses: migrated.classes,
         migrationTag: migrated.tag,
+        ...this.uploadedAssets(script, metadata, previous),
       },
     };
+  }
+
+  /** The upload's assets: its completed assets upload, or (keep_assets) the previous version's. */
+  private uploadedAssets(script: string, metadata: UploadMetadata, previous: VersionRecord | undefined): Pick<NewVersion, "assets"> {
+    if (metadata.assets !== undefined) {
+      return { assets: { manifest: this.store.assetUploads.takeCompletion(script, metadata.assets.jwt), config: assetsServing(metadata.assets.config) } };
+    }
+    if (metadata.keep_assets === true && previous?.assets !== undefined) return { assets: { manifest: previous.assets.manifest, config: previous.assets.config } };
+    return {};
   }
 
   private checkSecrets(script: string, secrets: Record<string, string>): void {
@@ -271,6 +282,14 @@ export class DeployService {
 function sameSetting(a: unknown, b: unknown): boolean {
   const sorted = (v: unknown) => (Array.isArray(v) ? [...(v as string[])].sort() : v);
   return JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
+}
+
+function assetsServing(config: NonNullable<UploadMetadata["assets"]>["config"]): AssetsServing {
+  return {
+    ...(config.html_handling === undefined ? {} : { html_handling: config.html_handling }),
+    ...(config.not_found_handling === undefined ? {} : { not_found_handling: config.not_found_handling }),
+    ...(config.run_worker_first === undefined ? {} : { run_worker_first: config.run_worker_first }),
+  };
 }
 
 function inherited(script: string, binding: Extract<KnownBinding, { type: "inherit" }>, previous: VersionRecord | undefined): UploadBinding {

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { systemClock, type Clock } from "@celld/queue-cell";
+import { AssetUploads, type AssetManifest } from "./asset-uploads.ts";
 import { replaceFile, syncDir, writeSynced } from "./atomic-file.ts";
 import { DeployError } from "./deploy-errors.ts";
 import { checkModuleName, checkScriptName, checkVersionId } from "./deploy-names.ts";
@@ -12,6 +13,8 @@ import type { UploadBinding } from "./upload-metadata.ts";
  *
  *   scripts/<name>/versions/<version id>/version.json   each upload, written once, never changed
  *   scripts/<name>/versions/<version id>/modules/...    its modules, as uploaded
+ *   scripts/<name>/versions/<version id>/assets/...     its static assets, by path (wrangler's [assets])
+ *   assets/<hash>                                       uploaded asset files, kept for later uploads
  *   scripts/<name>/deployments/<n>-<id>.json            each deployment, written once
  *   scripts/<name>/active.json                          the deployment that runs, replaced whole
  *   scripts/<name>/settings.json                        schedules, workers.dev, routes, custom domains
@@ -54,6 +57,15 @@ export interface VersionRecord {
   durableObjectClasses: ClassRecord[];
   /** The last migration tag applied, after this upload. */
   migrationTag: string | undefined;
+  /** Its static assets (absent: none): their manifest (path -> hash, size), and how they are served. */
+  assets?: { files: number; manifest: AssetManifest; config: AssetsServing };
+}
+
+/** `metadata.assets.config` as celld serves it. */
+export interface AssetsServing {
+  html_handling?: "auto-trailing-slash" | "force-trailing-slash" | "drop-trailing-slash" | "none";
+  not_found_handling?: "single-page-application" | "404-page" | "none";
+  run_worker_first?: boolean | string[];
 }
 
 export interface DeploymentRecord {
@@ -89,6 +101,8 @@ export interface NewVersion {
   bindings: UploadBinding[];
   durableObjectClasses: ClassRecord[];
   migrationTag: string | undefined;
+  /** The files of its assets upload (its completion token's manifest), copied into the version. */
+  assets?: { manifest: AssetManifest; config: AssetsServing };
 }
 
 export interface DeployStoreOptions {
@@ -100,9 +114,12 @@ export class DeployStore {
   private readonly root: string;
   private readonly clock: Clock;
   private readonly newId: () => string;
+  /** Assets uploads in progress and the files they brought. */
+  readonly assetUploads: AssetUploads;
 
   constructor(dataDir: string, options: DeployStoreOptions = {}) {
     this.root = join(dataDir, "deploy", "scripts");
+    this.assetUploads = new AssetUploads(dataDir);
     this.clock = options.clock ?? systemClock;
     this.newId = options.newId ?? randomUUID;
     mkdirSync(this.root, { recursive: true });
@@ -144,6 +161,7 @@ export class DeployStore {
       bindings: input.bindings,
       durableObjectClasses: input.durableObjectClasses,
       migrationTag: input.migrationTag,
+      ...(input.assets === undefined ? {} : { assets: { files: Object.keys(input.assets.manifest).length, manifest: input.assets.manifest, config: input.assets.config } }),
     };
     mkdirSync(versionsDir, { recursive: true });
     // Written whole under a name no reader lists, then renamed into place.
@@ -155,6 +173,7 @@ export class DeployStore {
         writeSynced(path, module.bytes);
       }
       mkdirSync(temp, { recursive: true });
+      if (input.assets !== undefined) this.copyAssets(input.assets.manifest, join(temp, "assets"));
       writeSynced(join(temp, "version.json"), JSON.stringify(record, null, 2));
       syncDir(temp);
       renameSync(temp, join(versionsDir, id));
@@ -200,6 +219,23 @@ export class DeployStore {
       .filter((name) => !name.startsWith("."))
       .map((id) => this.version(script, id))
       .sort((a, b) => b.number - a.number);
+  }
+
+  /** The directory of a version's static assets (present when its record has `assets`). */
+  assetsDir(script: string, id: string): string {
+    return join(this.modulesDir(script, id), "..", "assets");
+  }
+
+  /** Each version has its own copy: a later upload of the same path leaves older versions' files whole. */
+  private copyAssets(manifest: AssetManifest, dir: string): void {
+    mkdirSync(dir, { recursive: true });
+    for (const [path, { hash }] of Object.entries(manifest)) {
+      const source = this.assetUploads.blobPath(hash);
+      if (!existsSync(source)) throw new DeployError("invalid_upload", `asset ${path} (hash ${hash}) was never uploaded`);
+      const target = join(dir, ...path.slice(1).split("/"));
+      mkdirSync(dirname(target), { recursive: true });
+      copyFileSync(source, target);
+    }
   }
 
   /** The directory of a version's modules: `main` and the modules it imports, by their names. */

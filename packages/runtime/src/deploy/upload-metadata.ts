@@ -29,6 +29,7 @@ const knownBinding = z.discriminatedUnion("type", [
   z.object({ type: z.literal("service"), name, service: name, entrypoint: name.optional(), environment: str.optional() }),
   z.object({ type: z.literal("queue"), name, queue_name: name, delivery_delay: z.number().int().min(0).optional() }),
   z.object({ type: z.literal("inherit"), name, old_name: name.optional(), version_id: str.optional() }),
+  z.object({ type: z.literal("assets"), name }),
 ]);
 
 export type KnownBinding = z.infer<typeof knownBinding>;
@@ -57,6 +58,21 @@ const metadataSchema = z.looseObject({
   compatibility_date: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "must be a date YYYY-MM-DD").optional(),
   compatibility_flags: z.array(name).default([]),
   keep_bindings: z.array(name).default([]),
+  // wrangler's [assets]: the completion token of its assets upload, and how the files are served.
+  assets: z
+    .object({
+      jwt: name,
+      config: z
+        .looseObject({
+          html_handling: z.enum(["auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"]).optional(),
+          not_found_handling: z.enum(["single-page-application", "404-page", "none"]).optional(),
+          run_worker_first: z.union([z.boolean(), z.array(z.string())]).optional(),
+          _redirects: z.string().optional(),
+          _headers: z.string().optional(),
+        })
+        .default({}),
+    })
+    .optional(),
   annotations: z.record(z.string(), z.string()).default({}),
   migrations: z
     .object({
@@ -65,6 +81,8 @@ const metadataSchema = z.looseObject({
       steps: z.array(migrationStep).default([]),
     })
     .optional(),
+  // `wrangler versions secret put`: the new version keeps the previous one's assets.
+  keep_assets: z.boolean().optional(),
 });
 
 export type UploadMetadata = z.infer<typeof metadataSchema> & { bindings: UploadBinding[] };
@@ -82,13 +100,10 @@ export function parseUploadMetadata(text: string): { metadata: UploadMetadata; w
   }
   const parsed = metadataSchema.safeParse(raw);
   if (!parsed.success) throw new DeployError("invalid_upload", `metadata: ${describe(parsed.error)}`);
-  // Refused whole rather than run without its files: a Worker whose assets are missing answers 404s.
-  for (const key of ["assets", "keep_assets"] as const) {
-    if (parsed.data[key] !== undefined) {
-      throw new DeployError("invalid_upload", `metadata.${key}: celld serve does not take static assets uploads; serve the files from the Worker, or use celld dev`);
-    }
-  }
   const warnings: string[] = [];
+  for (const key of ["_redirects", "_headers"] as const) {
+    if (parsed.data.assets?.config[key] !== undefined) warnings.push(`assets ${key} files are not applied by celld serve`);
+  }
   const bindings: UploadBinding[] = parsed.data.bindings.map((binding, i) => {
     if (!knownTypes.has(binding.type)) {
       warnings.push(`binding "${binding.name}" of type "${binding.type}" is not run by celld: the Worker's env has no ${binding.name}`);

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { ConsumerConfig, WorkerConfig } from "../config/index.ts";
+import { assetsRouteRules } from "../config/assets-route-rules.ts";
 import type { ModuleRule } from "../config/module-rules.ts";
 import type { ScriptSettings, VersionRecord } from "./deploy-store.ts";
 import { moduleTypes } from "./upload-form.ts";
@@ -16,6 +17,8 @@ export interface VersionWorkerInput {
   version: VersionRecord;
   /** DeployStore.modulesDir of the version. */
   modulesDir: string;
+  /** DeployStore.assetsDir of the version: its files, when it has `assets`. */
+  assetsDir: string;
   settings: ScriptSettings;
   /** The Worker's secrets: bound like `secret_text`, over any var of the same name. */
   secrets: Record<string, string>;
@@ -62,7 +65,16 @@ export function versionWorker(input: VersionWorkerInput): WorkerConfig {
     crons: [...new Set(input.settings.schedules)],
     define: {},
     alias: {},
-    assets: undefined,
+    assets:
+      version.assets === undefined
+        ? undefined
+        : {
+            directory: input.assetsDir,
+            binding: of("assets")[0]?.name,
+            htmlHandling: version.assets.config.html_handling,
+            notFoundHandling: version.assets.config.not_found_handling,
+            runWorkerFirst: assetsRouteRules(version.assets.config.run_worker_first),
+          },
     moduleRules: version.modules.filter((m) => m.name !== version.mainModule).flatMap((m) => moduleRule(m.name, m.contentType)),
   };
 }
