@@ -13,7 +13,7 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * script upload. The files are served in front of the Worker on --port, the Worker answers the
  * other paths and reads them through its ASSETS binding; a second deploy uploads only the changed
  * file and serves its new bytes; a rollback serves the old ones again; an upload with keep_assets
- * keeps the latest version's files.
+ * keeps the latest version's files; a restart serves the active version's files.
  */
 
 const env = "orgs/acme/projects/web/envs/prod";
@@ -153,5 +153,14 @@ describe("wrangler deploy of a project with [assets] on celld serve", () => {
     const forged = await cf("/accounts/acme/workers/scripts/site", { method: "PUT", body: form });
     expect(forged.json.errors[0]).toMatchObject({ code: 10021, message: expect.stringMatching(/metadata\.assets\.jwt is not a completion token/) });
     expect((await get("/secret")).body.toString()).toBe("hi there");
+
+    // A restart serves the active version's files from the data directory.
+    serve.kill("SIGTERM");
+    await serve.exited;
+    const again = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env], dataDir);
+    running.push(again);
+    const [, workersAgain] = await waitFor(again, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
+    expect((await asHost(workersAgain!, "site.localhost", "/hello.txt")).body.toString()).toBe("hello v2");
+    expect(new Uint8Array((await asHost(workersAgain!, "site.localhost", "/img/pattern.bin")).body)).toEqual(binary);
   });
 });

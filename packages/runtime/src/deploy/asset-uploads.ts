@@ -102,6 +102,8 @@ export class AssetUploads {
   }
 
   private complete(script: string, manifest: AssetManifest): string {
+    // A token wrangler never used (its deploy failed after the upload) goes when too many wait.
+    if (this.completions.size >= assetLimits.openSessionsMax) this.completions.delete(this.completions.keys().next().value!);
     const jwt = newToken();
     this.completions.set(jwt, { script, manifest });
     return jwt;
