@@ -12,8 +12,8 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * the assets upload session, the bucket uploads with the session token, the completion token in the
  * script upload. The files are served in front of the Worker on --port, the Worker answers the
  * other paths and reads them through its ASSETS binding; a second deploy uploads only the changed
- * file and serves its new bytes; a rollback serves the old ones again; an upload with keep_assets
- * keeps the latest version's files; a restart serves the active version's files.
+ * file and serves its new bytes; a rollback serves the old ones again; `wrangler versions
+ * secret put` (keep_assets) keeps the latest version's files; a restart serves the active version's files.
  */
 
 const env = "orgs/acme/projects/web/envs/prod";
@@ -79,6 +79,7 @@ describe("wrangler deploy of a project with [assets] on celld serve", () => {
       "src/index.js": `export default {
   async fetch(req, env) {
     const url = new URL(req.url);
+    if (url.pathname === "/secret") return new Response(String(env.GREETING));
     if (url.pathname === "/via-binding") return env.ASSETS.fetch(new URL("/hello.txt", req.url));
     return new Response("worker " + url.pathname);
   },
@@ -117,19 +118,13 @@ describe("wrangler deploy of a project with [assets] on celld serve", () => {
     ok(await wrangler(["rollback", versions[1]!.id, "--message", "back", "--yes"]));
     expect((await get("/hello.txt")).body.toString()).toBe("hello v1");
 
-    // keep_assets (what `wrangler versions secret put` sends with its copy of a version): the new
-    // version keeps the previous one's files. (celld does not serve that command's content download
-    // yet, so the upload is made here as wrangler makes it.)
-    const copy = new FormData();
-    copy.set("metadata", JSON.stringify({
-      main_module: "index.js",
-      compatibility_date: "2025-01-01",
-      keep_assets: true,
-      bindings: [{ type: "assets", name: "ASSETS" }, { type: "secret_text", name: "GREETING", text: "hi there" }],
-    }));
-    copy.set("index.js", new File([`export default { fetch(req, env) { return new URL(req.url).pathname === "/secret" ? new Response(env.GREETING) : env.ASSETS.fetch(req) } }`], "index.js", { type: "application/javascript+module" }));
-    const kept = await cf("/accounts/acme/workers/scripts/site", { method: "PUT", body: copy });
-    expect(kept.json.success, JSON.stringify(kept.json)).toBe(true);
+    // `wrangler versions secret put` copies the deployed version's modules (content/v2) into a new
+    // version with keep_assets: it keeps the latest uploaded version's files, as Cloudflare's
+    // "assets of the previously uploaded version".
+    ok(await wrangler(["versions", "secret", "put", "GREETING"], "hi there"));
+    const [copy] = (await cf("/accounts/acme/workers/scripts/site/versions")).json.result.items as { id: string }[];
+    expect(versions.map((v) => v.id)).not.toContain(copy!.id);
+    ok(await wrangler(["versions", "deploy", `${copy!.id}@100%`, "--yes"]));
     expect((await get("/secret")).body.toString()).toBe("hi there");
     expect((await get("/hello.txt")).body.toString()).toBe("hello v2");
     expect(new Uint8Array((await get("/img/pattern.bin")).body)).toEqual(binary);

@@ -112,8 +112,12 @@ export class CloudflareMount {
       await reply.afterWrite?.(false);
       return;
     }
-    const envelope = successEnvelope(reply.result, reply.resultInfo, reply.messages);
-    writeAnswer(res, reply.status ?? 200, jsonAnswer(JSON.stringify(envelope)), reply.headers);
+    if (reply.raw !== undefined) {
+      writeAnswer(res, reply.status ?? 200, { type: reply.raw.type, body: Buffer.from(reply.raw.body) }, reply.headers);
+    } else {
+      const envelope = successEnvelope(reply.result, reply.resultInfo, reply.messages);
+      writeAnswer(res, reply.status ?? 200, jsonAnswer(JSON.stringify(envelope)), reply.headers);
+    }
     if (reply.afterWrite !== undefined) await reply.afterWrite(await delivered(res));
   }
 

@@ -56,6 +56,8 @@ export interface CloudflareReply {
   /** The envelope's `messages`: notes that are not errors (celld reports stale leases here). */
   messages?: CloudflareMessage[];
   headers?: Record<string, string>;
+  /** Answered as is instead of the envelope: a script's content (multipart), as Cloudflare sends it. */
+  raw?: { type: string; body: Uint8Array };
   /** Told whether the answer reached the connection: a pull hands back what it could not deliver. */
   afterWrite?: (delivered: boolean) => Promise<void>;
 }

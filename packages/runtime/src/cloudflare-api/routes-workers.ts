@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { DeployError } from "../deploy/deploy-errors.ts";
 import { CloudflareError, cloudflareCodes } from "./cloudflare-errors.ts";
 import { parseTailFilters } from "./tail-filter.ts";
@@ -34,6 +36,8 @@ export const workerRoutes: CloudflareRoute[] = [
   { method: "GET", path: `${script}/deployments`, scope: read, body: "none", handle: listDeployments },
   { method: "POST", path: `${script}/deployments`, scope: write, body: "json", handle: createDeployment },
   { method: "GET", path: `${script}/settings`, scope: read, body: "none", handle: getSettings },
+  { method: "GET", path: `${script}/content/v2`, scope: read, body: "none", handle: getContent },
+  { method: "GET", path: `${script}/script-settings`, scope: read, body: "none", handle: getScriptSettings },
   { method: "PATCH", path: `${script}/script-settings`, scope: write, body: "json", handle: patchScriptSettings },
   { method: "GET", path: `${script}/secrets`, scope: read, body: "none", handle: listSecrets },
   { method: "PUT", path: `${script}/secrets`, scope: write, body: "json", handle: putSecret },
@@ -176,6 +180,34 @@ async function getSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
       usage_model: "standard",
     },
   };
+}
+
+/**
+ * A version's modules as uploaded (`?version=`, else the active one's), multipart with the main
+ * module named in `cf-entrypoint`: what `wrangler versions secret put` copies into a new version.
+ */
+async function getContent(ctx: CloudflareContext): Promise<CloudflareReply> {
+  const { workers, name } = existingWorker(ctx);
+  const id = ctx.query.get("version");
+  if (id !== null && !isVersionId(id)) throw new DeployError("version_not_found", `version id ${JSON.stringify(id)} is not a version id`);
+  const version = id === null ? (workers.store.active(name)?.version ?? workers.store.versions(name)[0]!) : workers.store.version(name, id);
+  const dir = workers.store.modulesDir(name, version.id);
+  const form = new FormData();
+  for (const module of version.modules) {
+    form.append(module.name, new File([readFileSync(join(dir, module.name))], module.name, { type: module.contentType }), module.name);
+  }
+  const encoded = new Response(form);
+  return {
+    result: null,
+    raw: { type: encoded.headers.get("content-type")!, body: new Uint8Array(await encoded.arrayBuffer()) },
+    headers: { "cf-entrypoint": version.mainModule },
+  };
+}
+
+/** What celld keeps of script settings: none (see patchScriptSettings). */
+async function getScriptSettings(ctx: CloudflareContext): Promise<CloudflareReply> {
+  existingWorker(ctx);
+  return { result: { logpush: false, tail_consumers: [], observability: { enabled: false } } };
 }
 
 /** Observability, logpush, tags, tail consumers: accepted and not acted on (said in messages). */
