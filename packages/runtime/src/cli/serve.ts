@@ -40,69 +40,95 @@ export async function serve(args: ServeArgs): Promise<number> {
     unlock();
     throw error;
   }
-  let keys: ApiKeyStore | undefined;
-  let front: Front | undefined;
-  let api: ApiServer | undefined;
-  let runtime: ServeRuntime | undefined;
-  // `wrangler tail` sessions: the Workers' trace events go to their sockets on the API port.
-  const tails = new TailSessions((line) => log.info(line));
-  const closeAll = async (): Promise<void> => {
-    // An upgraded socket keeps the API's server from closing: the tails end first.
-    tails.closeAll();
-    await api?.close().catch((error: unknown) => log.error("the API did not close cleanly", error));
-    await runtime?.stop().catch((error: unknown) => log.error("the Workers did not stop cleanly", error));
-    await front?.close();
-    await registry.closeAll();
-    keys?.close();
-    unlock();
-  };
+  const session = new ServeSession(args, registry, unlock);
   try {
-    keys = ApiKeyStore.open(args.dataDir);
+    await session.start();
+  } catch (error) {
+    await session.close();
+    throw error;
+  }
+  return untilStopped(() => session.close());
+}
+
+/** What `celld serve` holds for its life, started in order and closed in the reverse. */
+class ServeSession {
+  private readonly log = consoleHostLog;
+  private keys: ApiKeyStore | undefined;
+  private front: Front | undefined;
+  private api: ApiServer | undefined;
+  private runtime: ServeRuntime | undefined;
+  // `wrangler tail` sessions: the Workers' trace events go to their sockets on the API port.
+  private readonly tails = new TailSessions((line) => this.log.info(line));
+
+  constructor(
+    private readonly args: ServeArgs,
+    private readonly registry: CellRegistry,
+    private readonly unlock: () => void,
+  ) {}
+
+  async start(): Promise<void> {
+    const { args, log } = this;
+    const keys = ApiKeyStore.open(args.dataDir);
+    this.keys = keys;
     const budget = descriptorBudget({ openFilesLimit: readOpenFilesLimit(), workers: 1, api: true });
-    front = await startFront({
-      host: args.host,
-      port: args.port,
-      // Requests past the pool wait in the front, unrouted, so that a swap waits only for those
-      // the old Workers have (front/request-hold.ts).
-      hold: { ...requestHoldDefaults, forwardingMax: frontUpstreamSocketsMax },
-      router: undefined,
-      upstreams: new Map(),
-      connectionsMax: budget.workersConnectionsMax,
-      warn: (line) => log.warn(line),
-    });
+    const front = await this.startFront(budget.workersConnectionsMax);
     // The consumers added through the API (wrangler queues consumer add, deploy's consumers): each
     // start of the Workers runs them, and the API tells every change.
     const addedConsumers = new AddedConsumers(readAddedConsumers(args.dataDir, args.workersEnv));
     const running = new ServeRuntime({
       dataDir: args.dataDir,
-      registry,
+      registry: this.registry,
       front,
       log,
       graceMs,
       cellIdleCloseMs,
       workersDevDomain: args.workersDevDomain,
-      tailSink: (events) => tails.publish(events),
+      tailSink: (events) => this.tails.publish(events),
       afterRun: () => takeSignals(),
       addedConsumers,
     });
-    runtime = running;
+    this.runtime = running;
     const store = new DeployStore(args.dataDir);
     const workers = new DeployService(store, running);
-    const r2Buckets = new R2BucketList(args.dataDir, () => running.workers.flatMap((w) => w.r2Buckets.map((b) => b.bucketName)));
     await workers.start();
-    api = await startApiServer({
-      registry,
+    const api = await this.startApi(keys, workers, running, addedConsumers, budget.apiConnectionsMax);
+    const deployed = store.scripts();
+    log.info(`celld serve: data in ${args.dataDir}; ${deployed.length === 0 ? "nothing deployed yet" : `running ${deployed.join(", ")}`}`);
+    log.info(`deploys take tokens of ${args.workersEnv} (account ${args.workersEnv.split("/")[1]}); its queues are the Workers' queues`);
+    log.info(`Workers on ${front.url.href.replace(/\/$/, "")}; API on ${api.url} (wrangler: CLOUDFLARE_API_BASE_URL=${api.url}/client/v4)`);
+  }
+
+  private async startFront(connectionsMax: number): Promise<Front> {
+    this.front = await startFront({
+      host: this.args.host,
+      port: this.args.port,
+      // Requests past the pool wait in the front, unrouted, so that a swap waits only for those
+      // the old Workers have (front/request-hold.ts).
+      hold: { ...requestHoldDefaults, forwardingMax: frontUpstreamSocketsMax },
+      router: undefined,
+      upstreams: new Map(),
+      connectionsMax,
+      warn: (line) => this.log.warn(line),
+    });
+    return this.front;
+  }
+
+  private async startApi(keys: ApiKeyStore, workers: DeployService, running: ServeRuntime, addedConsumers: AddedConsumers, connectionsMax: number): Promise<ApiServer> {
+    const { args, log } = this;
+    const r2Buckets = new R2BucketList(args.dataDir, () => running.workers.flatMap((w) => w.r2Buckets.map((b) => b.bucketName)));
+    this.api = await startApiServer({
+      registry: this.registry,
       keys,
       dataDir: args.dataDir,
       port: args.apiPort,
       host: args.apiHost,
-      connectionsMax: budget.apiConnectionsMax,
+      connectionsMax,
       addedConsumers,
       // The deployed Workers' queues are the Workers environment's, as `celld dev`'s are.
       workerQueues: { env: args.workersEnv },
-      onUpgrade: (req, socket, head) => tails.upgrade(req, socket, head),
+      onUpgrade: (req, socket, head) => this.tails.upgrade(req, socket, head),
       cloudflareServices: {
-        tails,
+        tails: this.tails,
         workers,
         workersEnv: args.workersEnv,
         workersQueues: servedWorkersQueues(() => running.workers),
@@ -111,14 +137,25 @@ export async function serve(args: ServeArgs): Promise<number> {
       onInternalError: (error) => log.error("the API failed a request", error),
       onStorageFailure: (line) => log.error(`the API refused calls: ${line}`),
     });
-    const deployed = store.scripts();
-    log.info(`celld serve: data in ${args.dataDir}; ${deployed.length === 0 ? "nothing deployed yet" : `running ${deployed.join(", ")}`}`);
-    log.info(`deploys take tokens of ${args.workersEnv} (account ${args.workersEnv.split("/")[1]}); its queues are the Workers' queues`);
-    log.info(`Workers on ${front.url.href.replace(/\/$/, "")}; API on ${api.url} (wrangler: CLOUDFLARE_API_BASE_URL=${api.url}/client/v4)`);
-  } catch (error) {
-    await closeAll();
-    throw error;
+    return this.api;
   }
+
+  async close(): Promise<void> {
+    const { log } = this;
+    // An upgraded socket keeps the API's server from closing: the tails end first.
+    this.tails.closeAll();
+    await this.api?.close().catch((error: unknown) => log.error("the API did not close cleanly", error));
+    await this.runtime?.stop().catch((error: unknown) => log.error("the Workers did not stop cleanly", error));
+    await this.front?.close();
+    await this.registry.closeAll();
+    this.keys?.close();
+    this.unlock();
+  }
+}
+
+/** Resolves with the exit status once a stop signal has closed everything; a second signal exits at once. */
+function untilStopped(closeAll: () => Promise<void>): Promise<number> {
+  const log = consoleHostLog;
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       if (stopping) process.exit(128 + 2);
