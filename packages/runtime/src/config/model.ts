@@ -130,15 +130,7 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     compatibilityFlags: file.compatibility_flags,
     // fromEntries, not assignment: a dev var may be called `__proto__`.
     vars: devVars === undefined ? file.vars : { ...file.vars, ...Object.fromEntries(devVars.values) },
-    devVars:
-      devVars === undefined
-        ? undefined
-        : {
-            paths: devVars.paths,
-            names: [...devVars.values.keys()],
-            leftOut: devVars.leftOut ?? [],
-            fromEnvironment: devVars.fromProcessEnv ?? [],
-          },
+    devVars: devVarsSeen(devVars),
     producers: queues.producers.map((p) => ({
       binding: p.binding,
       queue: p.queue,
@@ -180,17 +172,29 @@ export function toWorkerConfig(configPath: string, file: WorkerFile, devVars: De
     crons: [...new Set(file.triggers?.crons ?? [])],
     define: file.define,
     alias: file.alias,
-    assets:
-      file.assets === undefined
-        ? undefined
-        : {
-            directory: resolve(dirname(configPath), file.assets.directory),
-            binding: file.assets.binding,
-            htmlHandling: file.assets.html_handling,
-            notFoundHandling: file.assets.not_found_handling,
-            runWorkerFirst: assetsRouteRules(file.assets.run_worker_first),
-          },
+    assets: file.assets === undefined ? undefined : assetsOf(configPath, file.assets),
     moduleRules: file.rules,
+  };
+}
+
+/** What the model keeps of the .dev.vars read: where from and which names, never the values. */
+function devVarsSeen(devVars: DevVars | undefined): WorkerConfig["devVars"] {
+  if (devVars === undefined) return undefined;
+  return {
+    paths: devVars.paths,
+    names: [...devVars.values.keys()],
+    leftOut: devVars.leftOut ?? [],
+    fromEnvironment: devVars.fromProcessEnv ?? [],
+  };
+}
+
+function assetsOf(configPath: string, assets: NonNullable<WorkerFile["assets"]>): NonNullable<WorkerConfig["assets"]> {
+  return {
+    directory: resolve(dirname(configPath), assets.directory),
+    binding: assets.binding,
+    htmlHandling: assets.html_handling,
+    notFoundHandling: assets.not_found_handling,
+    runWorkerFirst: assetsRouteRules(assets.run_worker_first),
   };
 }
 
