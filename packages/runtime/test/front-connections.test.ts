@@ -147,6 +147,24 @@ describe("front server", () => {
     expect(f.stats.requests).toMatchObject({ "worker-host": 1, route: 1, "first-worker": 1 });
   });
 
+  it("tells the Worker the client's address as CF-Connecting-IP, unless a proxy in front already did", async () => {
+    const f = await front();
+    const direct = (await get(f, "localhost")).json.raw as string[];
+    expect(direct[direct.indexOf("CF-Connecting-IP") + 1]).toBe("127.0.0.1");
+    const viaProxy = await new Promise<string[]>((resolve, reject) => {
+      const req = request({ host: "127.0.0.1", port: Number(f.url.port), path: "/", headers: { host: "localhost", "cf-connecting-ip": "203.0.113.7" }, agent: false }, (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve(JSON.parse(text).raw));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    const named = viaProxy.filter((v, i) => i % 2 === 0 && v.toLowerCase() === "cf-connecting-ip");
+    expect(named).toHaveLength(1);
+    expect(viaProxy[viaProxy.findIndex((v) => v.toLowerCase() === "cf-connecting-ip") + 1]).toBe("203.0.113.7");
+  });
+
   it("joins an upgraded connection to the Worker's", async () => {
     const f = await front();
     const socket = await open(Number(f.url.port));

@@ -26,6 +26,19 @@ export function endToEndHeaders(raw: readonly string[], keepUpgrade = false): st
   return out;
 }
 
+/**
+ * The client's address as `CF-Connecting-IP`, which Workers read for the caller's IP, unless the
+ * request already has one: the rule of Miniflare's own entry (wrangler dev), so that a proxy in
+ * front of celld can pass on the address it saw. workerd's direct sockets, which the front uses,
+ * do not set it.
+ */
+export function withClientAddress(headers: string[], address: string | undefined): string[] {
+  if (address === undefined) return headers;
+  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() === "cf-connecting-ip") return headers;
+  headers.push("CF-Connecting-IP", address.startsWith("::ffff:") ? address.slice("::ffff:".length) : address);
+  return headers;
+}
+
 export interface Upstream {
   host: string;
   port: number;
@@ -54,7 +67,7 @@ function hasBody(req: IncomingMessage): boolean {
  */
 export function forwardRequest(req: IncomingMessage, res: ServerResponse, upstream: Upstream, agent: Agent, failed: ForwardFailure): void {
   const bodiless = !hasBody(req);
-  const headers = endToEndHeaders(req.rawHeaders);
+  const headers = withClientAddress(endToEndHeaders(req.rawHeaders), req.socket.remoteAddress);
   let current: ClientRequest | undefined;
   // A client gone before its answer ends frees workerd's socket (and the Worker sees the abort).
   res.on("close", () => {
@@ -111,7 +124,7 @@ export function forwardUpgrade(req: IncomingMessage, socket: Socket, head: Buffe
     port: upstream.port,
     method: req.method,
     path: req.url,
-    headers: endToEndHeaders(req.rawHeaders, true),
+    headers: withClientAddress(endToEndHeaders(req.rawHeaders, true), req.socket.remoteAddress),
     setHost: false,
     agent: false,
   });
