@@ -1,68 +1,32 @@
 /**
  * What a deploy costs the traffic (issue #32): a Worker that reads KV on every request, under a
- * steady 200 requests/s, changed five times. Once by `celld serve`'s deploy (through
- * DeployService, as wrangler's upload is: start check, hold, stop, start, release), once by
- * `celld dev --watch`'s restart for the same change (bundle, stop, start on the same port). For
- * each: the time from the deploy's start to the new version answering a request, and the requests
- * that failed under the load. Same machine, same run, serve first.
+ * steady 200 requests/s, changed five times. Once by the real `wrangler deploy` against a real
+ * `celld serve` process (timed from wrangler's start; serve's log gives its swap's stages), once
+ * by `celld dev --watch`'s restart for the same change (config read and bundled, stop, start on
+ * the same port). For each: the time from the change's start to the new version answering a
+ * request, and the requests that failed under the load. Same machine, same run, serve first.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { bundleWorker, type WorkerBundle } from "../packages/runtime/src/bundle/bundle.ts";
-import type { WorkerConfig } from "../packages/runtime/src/config/index.ts";
+import { loadDeployment, type WorkerConfig } from "../packages/runtime/src/config/index.ts";
 import { queuesOf } from "../packages/runtime/src/config/model.ts";
 import type { HostLog } from "../packages/runtime/src/host/host-log.ts";
 import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
-import type { SwapTimes } from "../packages/runtime/src/serve/serve-runtime.ts";
-import { deploy, kvMetadata, kvWorker, startServeStack, steadyLoad, type LoadResult } from "../test/serve-harness.ts";
+import { steadyLoad, type LoadResult } from "../test/serve-harness.ts";
+import { benchHost, newVersionAnswers, writeKvProject } from "./deploy-project.ts";
+import { wranglerServeRun, type LoggedSwap } from "./deploy-serve-wrangler.ts";
 
 const changes = 5;
 const perSecond = 200;
 const graceMs = 10_000;
-const host = "hello.localhost";
 
 interface Run {
   /** Per change: ms from its start until a request was answered by the new version. */
   toNewVersionMs: number[];
   load: LoadResult;
-}
-
-/** Polls `url` every 10 ms until an answer starts with `v<n> `; resolves with the time it took. */
-async function newVersionAnswers(url: URL, n: number, since: number): Promise<number> {
-  for (;;) {
-    try {
-      const text = await (await fetch(url, { headers: { host } })).text();
-      if (text.startsWith(`v${n} `)) return performance.now() - since;
-    } catch {
-      // the port is closed during a dev restart
-    }
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-async function serveRun(dataDir: string): Promise<{ run: Run; swaps: SwapTimes[]; versions: WorkerConfig[][] }> {
-  const stack = await startServeStack(dataDir, undefined, graceMs);
-  try {
-    await deploy(stack, "hello", kvWorker(1), kvMetadata(true));
-    await fetch(new URL("/put", stack.front.url), { headers: { host } });
-    const versions: WorkerConfig[][] = [[...stack.runtime.workers]];
-    const load = steadyLoad(stack.front.url, host, perSecond, () => "/");
-    const toNewVersionMs: number[] = [];
-    const swaps: SwapTimes[] = [];
-    for (let n = 2; n <= changes + 1; n++) {
-      const since = performance.now();
-      const answered = newVersionAnswers(stack.front.url, n, since);
-      await deploy(stack, "hello", kvWorker(n), kvMetadata(false));
-      toNewVersionMs.push(await answered);
-      swaps.push(stack.runtime.lastSwap!);
-      versions.push([...stack.runtime.workers]);
-    }
-    return { run: { toNewVersionMs, load: await load.stop() }, swaps, versions };
-  } finally {
-    await stack.close();
-  }
 }
 
 const quiet: HostLog = { info: () => undefined, warn: () => undefined, error: () => undefined, runtime: () => undefined };
@@ -71,18 +35,24 @@ function hostFor(dataDir: string, workers: WorkerConfig[], port: number, bundles
   return startHost({ deployment: { workers, queues: queuesOf(workers), warnings: [] }, dataDir, host: "127.0.0.1", port, log: quiet, ...(bundles === undefined ? {} : { bundles }) });
 }
 
-/** celld dev --watch's restart: bundled before anything stops, then close (grace) and start on the same port. */
-async function devRun(dataDir: string, versions: WorkerConfig[][]): Promise<Run> {
-  let running = await hostFor(dataDir, versions[0]!, 0);
+/** Version `n` of the project, read from its wrangler.toml as celld dev reads it. */
+function workersOf(projectDir: string, n: number): WorkerConfig[] {
+  writeKvProject(projectDir, n);
+  return loadDeployment([join(projectDir, "wrangler.toml")]).workers;
+}
+
+/** celld dev --watch's restart: read and bundled before anything stops, then close (grace) and start on the same port. */
+async function devRun(dataDir: string, projectDir: string): Promise<Run> {
+  let running = await hostFor(dataDir, workersOf(projectDir, 1), 0);
   const port = Number(running.url.port);
   try {
-    await fetch(new URL("/put", running.url), { headers: { host } });
-    const load = steadyLoad(running.url, host, perSecond, () => "/");
+    await fetch(new URL("/put", running.url), { headers: { host: benchHost } });
+    const load = steadyLoad(running.url, benchHost, perSecond, () => "/");
     const toNewVersionMs: number[] = [];
     for (let n = 2; n <= changes + 1; n++) {
-      const workers = versions[n - 1]!;
       const since = performance.now();
       const answered = newVersionAnswers(running.url, n, since);
+      const workers = workersOf(projectDir, n);
       const bundles = new Map<string, WorkerBundle>();
       for (const worker of workers) bundles.set(worker.name, await bundleWorker(worker));
       await running.close(graceMs);
@@ -101,7 +71,7 @@ function failed(load: LoadResult): number {
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
 }
 
 function p99Ms(load: LoadResult): number {
@@ -109,23 +79,32 @@ function p99Ms(load: LoadResult): number {
   return sorted[Math.floor(sorted.length * 0.99)] ?? 0;
 }
 
+function row(name: string, run: Run): string {
+  return (
+    `  ${name.padEnd(32)} to new version: median ${Math.round(median(run.toNewVersionMs))} ms (${run.toNewVersionMs.map(Math.round).join(", ")}); ` +
+    `failed ${failed(run.load)} of ${run.load.sent}; p99 answer ${Math.round(p99Ms(run.load))} ms`
+  );
+}
+
+function stagesLine(swaps: LoggedSwap[]): string {
+  const stage = (pick: (s: LoggedSwap) => number) => Math.round(median(swaps.map(pick)));
+  return (
+    `  serve's stages (its log, ${swaps.length} swaps), median ms: start check ${stage((s) => s.checkMs)} (old version serving), ` +
+    `then requests held ${stage((s) => s.heldMs)}: in flight ${stage((s) => s.drainMs)}, stop ${stage((s) => s.stopMs)}, start ${stage((s) => s.startMs)}`
+  );
+}
+
 export async function runDeployBench(): Promise<void> {
-  const dirs = [mkdtempSync(join(tmpdir(), "celld-bench-serve-")), mkdtempSync(join(tmpdir(), "celld-bench-dev-"))];
+  const dirs = [mkdtempSync(join(tmpdir(), "celld-bench-dev-")), mkdtempSync(join(tmpdir(), "celld-bench-dev-project-"))];
   try {
     console.log(`deploy: a Worker reading KV on every request, ${perSecond} requests/s, ${changes} changes`);
-    const serve = await serveRun(dirs[0]!);
-    const dev = await devRun(dirs[1]!, serve.versions);
-    const row = (name: string, run: Run) =>
-      `  ${name.padEnd(30)} to new version: median ${Math.round(median(run.toNewVersionMs))} ms (${run.toNewVersionMs.map(Math.round).join(", ")}); ` +
-      `failed ${failed(run.load)} of ${run.load.sent}; p99 answer ${Math.round(p99Ms(run.load))} ms`;
-    console.log(row("celld serve deploy (handoff)", serve.run));
+    const serve = await wranglerServeRun(changes, perSecond);
+    const dev = await devRun(dirs[0]!, dirs[1]!);
+    console.log(row("wrangler deploy to celld serve", serve));
+    console.log(`  ${"".padEnd(32)} wrangler's run (start to exit): median ${Math.round(median(serve.wranglerMs))} ms (${serve.wranglerMs.map(Math.round).join(", ")})`);
+    console.log(stagesLine(serve.swaps));
     console.log(row("celld dev --watch restart", dev));
-    const stage = (pick: (s: SwapTimes) => number) => Math.round(median(serve.swaps.map(pick)));
-    console.log(
-      `  serve's stages, median ms: check ${stage((s) => s.checkMs)} (old version serving), then requests held ${stage((s) => s.heldMs)}: ` +
-        `in flight ${stage((s) => s.drainMs)}, stop ${stage((s) => s.stopMs)}, start ${stage((s) => s.startMs)}`,
-    );
-    console.log(`  serve / dev, time to new version: ${(median(serve.run.toNewVersionMs) / median(dev.toNewVersionMs)).toFixed(2)}x`);
+    console.log(`  serve / dev, time to new version: ${(median(serve.toNewVersionMs) / median(dev.toNewVersionMs)).toFixed(2)}x`);
   } finally {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }

@@ -1,7 +1,7 @@
 /**
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
  * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone), `npm run bench front`,
- * `npm run bench deploy`. Each prints absolute
+ * `npm run bench deploy` (the real wrangler against celld serve). Each prints absolute
  * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
  * on a slow machine.
  */
@@ -24,7 +24,7 @@ const benches: Record<string, () => Promise<void>> = {
   "many-queues": () => runManyQueuesBench(),
   // The front door's part of `host` alone (also in `host`, every round).
   front: () => runFrontDoorBench(),
-  // celld serve's deploy under load beside celld dev's restart (issue #32).
+  // wrangler deploy to celld serve under load beside celld dev's restart (issue #32).
   deploy: () => runDeployBench(),
 };
 const only = process.argv[2];

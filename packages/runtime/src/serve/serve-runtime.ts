@@ -113,7 +113,7 @@ export class ServeRuntime implements WorkersRuntime {
       this.lastSwap = { checkMs: checked - began, drainMs: drained - checked, stopMs: stopped - drained, startMs: started - stopped, heldMs: started - checked, batchesAtStop };
       const stages = `in flight ${Math.round(drained - checked)}, stop ${Math.round(stopped - drained)}, start ${Math.round(started - stopped)}`;
       if (previous.length > 0) {
-        log.info(`celld serve: Workers swapped; requests waited ${Math.round(started - checked)} ms (${stages}); ${batchesAtStop} queue batch(es) running at the stop were let finish`);
+        log.info(`celld serve: Workers swapped; start check ${Math.round(checked - began)} ms (old version serving); requests waited ${Math.round(started - checked)} ms (${stages}); ${batchesAtStop} queue batch(es) running at the stop were let finish`);
       }
     } finally {
       front.releaseRequests();
