@@ -1,27 +1,18 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { afterEach, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
-import { run, waitFor, type Run } from "./cli-harness.ts";
+import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
 import { steadyLoad } from "./serve-harness.ts";
 
 // The swap as a user meets it: the real wrangler deploys to the real `celld serve` while a steady
 // 200 requests/s read KV through its --port. Each deploy's time from wrangler's start to the new
 // version answering is printed.
 
-const env = "orgs/acme/projects/web/envs/prod";
-const dirs: string[] = [];
-const running: Run[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const env = servedEnv;
+const scratch = serveScratchAfterEach();
 
 function project(dir: string, n: number): void {
   mkdirSync(join(dir, "src"), { recursive: true });
@@ -41,15 +32,12 @@ function project(dir: string, n: number): void {
 }
 
 test("wrangler deploy to celld serve under 200 requests/s of KV reads: none fails", { timeout: 600_000 }, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "celld-serve-swap-"));
-  const projectDir = mkdtempSync(join(tmpdir(), "celld-project-"));
-  dirs.push(dataDir, projectDir);
+  const dataDir = scratch.tempDir("celld-serve-swap-");
+  const projectDir = scratch.tempDir("celld-project-");
   const keys = ApiKeyStore.open(dataDir);
   const { key } = keys.create({ env, scopes: ["workers:write", "workers:read"] });
   keys.close();
-  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env], dataDir);
-  running.push(serve);
-  const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 120_000);
+  const { serve, workers, api } = await scratch.startServe(dataDir, { timeoutMs: 120_000 });
   const wrangler = wranglerAgainst(api!, key, "acme", projectDir);
   const host = "hello.localhost";
 

@@ -1,11 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
-import { run, waitFor, type Run } from "./cli-harness.ts";
+import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
 
 /**
  * `wrangler deploy` of a project with `[assets]` to `celld serve`, with the real wrangler 4.86:
@@ -16,22 +15,9 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * secret put` (keep_assets) keeps the latest version's files; a restart serves the active version's files.
  */
 
-const env = "orgs/acme/projects/web/envs/prod";
-const dirs: string[] = [];
-const running: Run[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(dir);
-  return dir;
-}
+const env = servedEnv;
+const scratch = serveScratchAfterEach();
+const tempDir = scratch.tempDir;
 
 function write(dir: string, files: Record<string, string | Uint8Array>): void {
   for (const [path, data] of Object.entries(files)) {
@@ -61,9 +47,7 @@ describe("wrangler deploy of a project with [assets] on celld serve", () => {
     const keys = ApiKeyStore.open(dataDir);
     const { key } = keys.create({ env, scopes: ["workers:write", "workers:read"] });
     keys.close();
-    const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env], dataDir);
-    running.push(serve);
-    const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
+    const { serve, workers, api } = await scratch.startServe(dataDir);
     const cf = (path: string, init: RequestInit = {}, token = key) =>
       fetch(`${api}/client/v4${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } }).then(
         async (r) => ({ status: r.status, json: (await r.json()) as { success: boolean; result: any; errors: { code: number; message: string }[] } }),
@@ -152,9 +136,8 @@ describe("wrangler deploy of a project with [assets] on celld serve", () => {
     // A restart serves the active version's files from the data directory.
     serve.kill("SIGTERM");
     await serve.exited;
-    const again = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env], dataDir);
-    running.push(again);
-    const [, workersAgain] = await waitFor(again, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
+    scratch.forget(serve);
+    const { workers: workersAgain } = await scratch.startServe(dataDir);
     expect((await asHost(workersAgain!, "site.localhost", "/hello.txt")).body.toString()).toBe("hello v2");
     expect(new Uint8Array((await asHost(workersAgain!, "site.localhost", "/img/pattern.bin")).body)).toEqual(binary);
   });

@@ -1,11 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
-import { run, waitFor, type Run } from "./cli-harness.ts";
+import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
 
 /**
  * What `wrangler deploy` carries besides the script, against `celld serve`, with the real wrangler
@@ -15,22 +14,9 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * another Worker has (assets: deploy-wrangler-assets.test.ts). One serve and few wrangler runs: each costs seconds here.
  */
 
-const env = "orgs/acme/projects/web/envs/prod";
-const dirs: string[] = [];
-const running: Run[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(dir);
-  return dir;
-}
+const env = servedEnv;
+const scratch = serveScratchAfterEach();
+const tempDir = scratch.tempDir;
 
 function project(files: Record<string, string>): string {
   const dir = tempDir("celld-project-");
@@ -121,12 +107,7 @@ describe("wrangler deploy's triggers and bindings on celld serve", () => {
     const { key } = keys.create({ env, scopes: [...scopes] });
     const { key: otherEnv } = keys.create({ env: "orgs/acme/projects/web/envs/staging", scopes: [...scopes] });
     keys.close();
-    const serve = run(
-      ["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", env, "--workers-dev-domain", "workers.test"],
-      dataDir,
-    );
-    running.push(serve);
-    const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
+    const { serve, workers, api } = await scratch.startServe(dataDir, { extraArgs: ["--workers-dev-domain", "workers.test"] });
     const cf = (path: string, init: RequestInit = {}, token = key) =>
       fetch(`${api}/client/v4${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...init.headers } }).then(
         async (r) => ({ status: r.status, json: (await r.json()) as { success: boolean; result: any; errors: { code: number; message: string }[] } }),

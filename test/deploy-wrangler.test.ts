@@ -1,11 +1,11 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { get } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
-import { run, waitFor, type Run } from "./cli-harness.ts";
+import { waitFor, type Run } from "./cli-harness.ts";
+import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
 
 /**
  * The real wrangler 4.86 against `celld serve`, as a user deploys: each command of the deploy
@@ -13,27 +13,13 @@ import { run, waitFor, type Run } from "./cli-harness.ts";
  * costs seconds), restarted once to show the active deployment survives.
  */
 
-const dirs: string[] = [];
-const running: Run[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
-
-async function startServe(dataDir: string): Promise<{ serve: Run; workers: string; api: string }> {
-  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", "orgs/acme/projects/web/envs/prod"], dataDir);
-  running.push(serve);
-  const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 60_000);
-  return { serve, workers: workers!, api: api! };
-}
+const scratch = serveScratchAfterEach();
+const startServe = (dataDir: string) => scratch.startServe(dataDir);
 
 async function stopServe(serve: Run): Promise<void> {
   serve.kill("SIGTERM");
   expect(await serve.exited).toBe(0);
-  running.splice(running.indexOf(serve), 1);
+  scratch.forget(serve);
 }
 
 function project(dir: string, greeting: string, code = "export default { fetch(req, env) { return new Response(`${env.GREETING} ${env.TOKEN ?? '-'}`) } }"): void {
@@ -57,12 +43,11 @@ function bodyAsHost(url: string, host: string): Promise<string> {
 
 describe("celld serve with the real wrangler", () => {
   it("deploys, replaces, keeps secrets, refuses a Worker that cannot start, rolls back, survives a restart, deletes", { timeout: 600_000 }, async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "celld-serve-"));
-    const projectDir = mkdtempSync(join(tmpdir(), "celld-project-"));
-    dirs.push(dataDir, projectDir);
+    const dataDir = scratch.tempDir("celld-serve-");
+    const projectDir = scratch.tempDir("celld-project-");
     const keys = ApiKeyStore.open(dataDir);
-    const { key } = keys.create({ env: "orgs/acme/projects/web/envs/prod", scopes: ["workers:write", "workers:read"] });
-    const { key: readOnly } = keys.create({ env: "orgs/acme/projects/web/envs/prod", scopes: ["workers:read"] });
+    const { key } = keys.create({ env: servedEnv, scopes: ["workers:write", "workers:read"] });
+    const { key: readOnly } = keys.create({ env: servedEnv, scopes: ["workers:read"] });
     keys.close();
 
     let { serve, workers, api } = await startServe(dataDir);

@@ -1,13 +1,12 @@
-import { mkdtempSync, rmSync } from "node:fs";
 import { get } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CellRegistry, systemClock } from "@celld/queue-cell";
-import { afterEach, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { DeployStore } from "../packages/runtime/src/deploy/deploy-store.ts";
 import { childProcesses } from "../packages/runtime/src/workerd/workerd-orphans.ts";
-import { run, waitFor, type Run } from "./cli-harness.ts";
+import type { Run } from "./cli-harness.ts";
+import { serveScratchAfterEach } from "./serve-cli.ts";
 import { uploadBody } from "./serve-harness.ts";
 
 // `kill -9` of `celld serve` at moments spread over a deploy (start check, hold, stop, start,
@@ -48,15 +47,8 @@ async function reach(serve: Run, stage: Stage, swapsBefore: number): Promise<boo
   }
   return false;
 }
-const dirs: string[] = [];
-const running: Run[] = [];
-afterEach(async () => {
-  for (const r of running.splice(0)) {
-    r.kill("SIGKILL");
-    await r.exited;
-  }
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+
+const scratch = serveScratchAfterEach("SIGKILL");
 
 /** Version `n`: its code and its VERSION binding both say n; a mix would answer two numbers. */
 function version(n: number): { source: string; metadata: Record<string, unknown> } {
@@ -87,12 +79,7 @@ function bodyAsHost(url: string, path: string): Promise<{ status: number; text: 
   });
 }
 
-async function startServe(dataDir: string): Promise<{ serve: Run; workers: string; api: string }> {
-  const serve = run(["serve", "--data", dataDir, "--port", "0", "--api-port", "0", "--workers-env", "orgs/acme/projects/web/envs/prod"], dataDir);
-  running.push(serve);
-  const [, workers, api] = await waitFor(serve, /Workers on (http:\/\/\S+); API on (http:\/\/\S+) /, 120_000);
-  return { serve, workers: workers!, api: api! };
-}
+const startServe = (dataDir: string) => scratch.startServe(dataDir, { timeoutMs: 120_000 });
 
 async function putScript(api: string, key: string, n: number): Promise<Response> {
   const { source, metadata } = version(n);
@@ -112,8 +99,7 @@ function activeVersion(dataDir: string): number {
 }
 
 test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no acknowledged send is lost`, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "celld-serve-crash-"));
-  dirs.push(dataDir);
+  const dataDir = scratch.tempDir("celld-serve-crash-");
   const keys = ApiKeyStore.open(dataDir);
   const { key } = keys.create({ env: "orgs/acme/projects/web/envs/prod", scopes: ["workers:write", "workers:read"] });
   keys.close();
@@ -146,7 +132,7 @@ test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no ack
     const reached = await reach(serve, stage, swapsBefore);
     serve.kill("SIGKILL");
     await serve.exited;
-    running.splice(running.indexOf(serve), 1);
+    scratch.forget(serve);
     sending = false;
     await sender;
     const answered = await deploying;
@@ -161,7 +147,7 @@ test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no ack
   expect((await bodyAsHost(workers, "/")).text).toBe(`code ${last} binding ${last}`);
   serve.kill("SIGTERM");
   expect(await serve.exited).toBe(0);
-  running.splice(running.indexOf(serve), 1);
+  scratch.forget(serve);
 
   // Every acknowledged send is in the queue (a send whose answer was cut may be there too).
   const registry = new CellRegistry({ dataDir, clock: systemClock, durability: "full" });
