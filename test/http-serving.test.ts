@@ -34,7 +34,8 @@ test("a fetch() handler's error is a plain 500 for the client and its stack is i
   const ok = await running.fetch("/hello?x=1");
   expect(ok.status).toBe(200);
   const seen = (await ok.json()) as { cf: unknown; connectingIp: unknown; url: string };
-  expect(seen).toEqual({ cf: null, connectingIp: null, url: new URL("/hello?x=1", running.host.url).href });
+  // CF-Connecting-IP is the client's address, set by celld's front as wrangler dev's entry sets it.
+  expect(seen).toEqual({ cf: null, connectingIp: "127.0.0.1", url: new URL("/hello?x=1", running.host.url).href });
 
   const failed = await running.fetch("/throw");
   expect(failed.status).toBe(500);
