@@ -1,7 +1,6 @@
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { expect, test } from "vitest";
+import { writeKvProject } from "../bench/deploy-project.ts";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
 import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
@@ -14,23 +13,6 @@ import { steadyLoad } from "./serve-harness.ts";
 const env = servedEnv;
 const scratch = serveScratchAfterEach();
 
-function project(dir: string, n: number): void {
-  mkdirSync(join(dir, "src"), { recursive: true });
-  writeFileSync(
-    join(dir, "wrangler.toml"),
-    `name = "hello"\nmain = "src/index.js"\ncompatibility_date = "2025-01-01"\n[[kv_namespaces]]\nbinding = "KV"\nid = "kv1"\n`,
-  );
-  writeFileSync(
-    join(dir, "src", "index.js"),
-    `export default {
-  async fetch(request, env) {
-    if (new URL(request.url).pathname === "/put") { await env.KV.put("greeting", "hello"); return new Response("ok"); }
-    return new Response("v${n} " + (await env.KV.get("greeting")));
-  },
-};`,
-  );
-}
-
 test("wrangler deploy to celld serve under 200 requests/s of KV reads: none fails", { timeout: 600_000 }, async () => {
   const dataDir = scratch.tempDir("celld-serve-swap-");
   const projectDir = scratch.tempDir("celld-project-");
@@ -41,7 +23,7 @@ test("wrangler deploy to celld serve under 200 requests/s of KV reads: none fail
   const wrangler = wranglerAgainst(api!, key, "acme", projectDir);
   const host = "hello.localhost";
 
-  project(projectDir, 1);
+  writeKvProject(projectDir, 1);
   const first = await wrangler(["deploy"]);
   expect(first.code, first.stdout + first.stderr).toBe(0);
   expect(await (await fetch(new URL("/put", workers!), { headers: { host } })).text()).toBe("ok");
@@ -49,7 +31,7 @@ test("wrangler deploy to celld serve under 200 requests/s of KV reads: none fail
   const load = steadyLoad(new URL(workers!), host, 200, () => "/");
   const toNewVersion: number[] = [];
   for (const n of [2, 3]) {
-    project(projectDir, n);
+    writeKvProject(projectDir, n);
     const since = performance.now();
     const deployed = wrangler(["deploy"]);
     // The first answer from the new version, polled beside the load.
