@@ -1,23 +1,16 @@
 import { execFileSync } from "node:child_process";
 import Cloudflare from "cloudflare";
 import { request } from "undici";
-import { afterEach, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
-import { celld, run, waitFor, type Run } from "./cli-harness.ts";
-import { project, type Project } from "./host-harness.ts";
+import { celld, waitFor, type Run } from "./cli-harness.ts";
+import { devScratchAfterEach } from "./dev-cli.ts";
+import type { Project } from "./host-harness.ts";
 
 // Issue #31: consumers added through Cloudflare's API (the real wrangler 4.86.0 and SDK 7.3.0)
 // against `celld dev --api-port`: a Worker consumer runs without a restart, survives one, and
 // stops when removed; an http_pull consumer's policy on a config-declared queue survives a restart.
-const projects: Project[] = [];
-const runs: Run[] = [];
-afterEach(async () => {
-  for (const r of runs.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  projects.splice(0).forEach((p) => p.remove());
-});
+const scratch = devScratchAfterEach();
 
 const config = `name = "app"
 main = "worker.js"
@@ -54,8 +47,7 @@ interface Dev {
 }
 
 async function startDev(p: Project): Promise<Dev> {
-  const dev = run(["dev", "--port", "0", "--api-port", "0"], p.dir);
-  runs.push(dev);
+  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0"], p.dir);
   const [, workerUrl] = await waitFor(dev, /Worker "app" listening on (http:\/\/\S+)/, 90_000);
   const [, api] = await waitFor(dev, /queues API listening on (http:\/\/\S+)\/v1/, 90_000);
   return { run: dev, workerUrl: workerUrl!.replace(/\/$/, ""), api: api! };
@@ -64,7 +56,7 @@ async function startDev(p: Project): Promise<Dev> {
 async function stopDev(dev: Dev): Promise<void> {
   dev.run.kill("SIGTERM");
   expect(await dev.run.exited).toBe(0);
-  runs.splice(runs.indexOf(dev.run), 1);
+  scratch.forget(dev.run);
 }
 
 async function send(dev: Dev, body: string): Promise<void> {
@@ -80,8 +72,7 @@ async function nativeQueue(dev: Dev, key: string, queue: string): Promise<Record
 }
 
 test("consumers added with wrangler and the SDK run at once, survive a restart, and stop when removed", async () => {
-  const p = project();
-  projects.push(p);
+  const p = scratch.project();
   p.write({ "wrangler.toml": config, "worker.js": worker });
   const key = execFileSync(
     process.execPath,

@@ -2,25 +2,17 @@ import { execFileSync } from "node:child_process";
 import { deserialize } from "node:v8";
 import Cloudflare from "cloudflare";
 import { request } from "undici";
-import { afterEach, expect, test } from "vitest";
-import { celld, run, waitFor, type Run } from "./cli-harness.ts";
-import { project, type Project } from "./host-harness.ts";
+import { expect, test } from "vitest";
+import { celld, waitFor } from "./cli-harness.ts";
+import { devScratchAfterEach } from "./dev-cli.ts";
+import type { Project } from "./host-harness.ts";
 
 // Issue #31's "done when": `celld dev --api-port` with a config holding a Worker producer, a push
 // consumer and an http_pull consumer, driven by the real `cloudflare` SDK.
-const projects: Project[] = [];
-const runs: Run[] = [];
-afterEach(async () => {
-  for (const r of runs.splice(0)) {
-    r.kill("SIGTERM");
-    await r.exited;
-  }
-  projects.splice(0).forEach((p) => p.remove());
-});
+const scratch = devScratchAfterEach();
 
 function pullProject(): Project {
-  const p = project();
-  projects.push(p);
+  const p = scratch.project();
   p.write({
     "wrangler.toml": `name = "app"
 main = "worker.js"
@@ -73,8 +65,7 @@ test("a Worker's sends to an http_pull queue are pulled and acked through the SD
     { cwd: p.dir, encoding: "utf8" },
   ).match(/^ck_\S+$/m)?.[0];
   expect(key).toBeDefined();
-  const dev = run(["dev", "--port", "0", "--api-port", "0"], p.dir);
-  runs.push(dev);
+  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0"], p.dir);
   const [, workerUrl] = await waitFor(dev, /Worker "app" listening on (http:\/\/\S+)/, 60_000);
   const [, api] = await waitFor(dev, /queues API listening on (http:\/\/\S+)\/v1/, 60_000);
 
