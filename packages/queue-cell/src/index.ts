@@ -20,6 +20,7 @@ export {
 } from "./cell-config.ts";
 export type { OutgoingMessage, SendOptions, SendTrace } from "./send-input.ts";
 export { QueueCell, type QueueCellOptions } from "./sqlite-queue-cell.ts";
+export type { Cell, QueueCells } from "./cell-surface.ts";
 export type {
   BacklogMetrics,
   SendResult,

@@ -19,6 +19,7 @@ import {
 } from "./cell-calls.ts";
 import { resolveQueueConfig, retentionWords, type QueueConfig } from "./cell-config.ts";
 import { emptyTally, isEmptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
+import type { Cell } from "./cell-surface.ts";
 import { CellTime } from "./cell-time.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { DeadLetterMover, type DeadLetterTarget } from "./dead-letter-mover.ts";
@@ -100,7 +101,7 @@ export interface CellCoreOptions {
  * write loop that commits concurrent calls together; a promise settles only after its commit.
  * It keeps the rules over any CellStore; QueueCell (sqlite-queue-cell.ts) opens SQLite for it.
  */
-export class CellCore {
+export class CellCore implements Cell {
   readonly name: string;
   private readonly store: CellStore;
   private readonly clock: Clock;

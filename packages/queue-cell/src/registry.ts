@@ -9,6 +9,7 @@ import { UlidSource } from "./ids.ts";
 import { limits } from "./limits.ts";
 import { QueueCell } from "./sqlite-queue-cell.ts";
 import type { CellObserver } from "./cell-observer.ts";
+import type { QueueCells } from "./cell-surface.ts";
 import type { Durability } from "./sqlite-file.ts";
 import type { SyncFile } from "./wal-sync.ts";
 
@@ -43,7 +44,7 @@ export interface CellRegistryOptions {
  * Opens each queue's cell once, lazily, and lets cells find one another for dead-letter moves.
  * A name maps to a file name that is safe on every filesystem and unique per name.
  */
-export class CellRegistry {
+export class CellRegistry implements QueueCells {
   /** Open cells, least recently used first: open() moves a name to the end. */
   private readonly cells = new Map<string, Promise<QueueCell>>();
   /** The cells of `cells` that have finished opening, for a synchronous look at their idleness (unordered). */
