@@ -1,7 +1,8 @@
 /**
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
  * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone), `npm run bench front`,
- * `npm run bench deploy` (the real wrangler against celld serve). Each prints absolute
+ * `npm run bench deploy` (the real wrangler against celld serve), `npm run bench threads` (cells on
+ * worker threads). Each prints absolute
  * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
  * on a slow machine.
  */
@@ -12,6 +13,7 @@ import { runFrontDoorBench } from "./front-door.ts";
 import { runHostBench } from "./host-bench.ts";
 import { runManyQueuesBench } from "./many-queues-bench.ts";
 import { runMemoryBench } from "./memory-bench.ts";
+import { runThreadsBench, threadsBenchOptions } from "./threads-bench.ts";
 
 const benches: Record<string, () => Promise<void>> = {
   cell: () => runCellBench(),
@@ -26,6 +28,8 @@ const benches: Record<string, () => Promise<void>> = {
   front: () => runFrontDoorBench(),
   // wrangler deploy to celld serve under load beside celld dev's restart (issue #32).
   deploy: () => runDeployBench(),
+  // Cells on worker threads vs on the main thread over 1, 2 and 4 queues (issue #34); -- --threads N.
+  threads: () => runThreadsBench(threadsBenchOptions(process.argv.slice(3))),
 };
 const only = process.argv[2];
 if (only !== undefined && !Object.hasOwn(benches, only)) {

@@ -1,0 +1,86 @@
+/**
+ * Cells on worker threads (issue 34, "More than one core"): aggregate throughput over 1, 2 and 4
+ * queues with every cell on the main thread and with the cells spread over worker threads, in the
+ * same run. Each queue has its own producer (awaiting each sendBatch of 100 messages of 200 B) and
+ * consumer (lease up to 100 with a short wait, ack) on the main thread, through the cell surface
+ * the host uses (no HTTP, no workerd), for a warm-up and then a measured window; several rounds,
+ * medians, the placements alternating which goes first. Beside each rate: the CPU of each thread
+ * (the main thread's from /proc/thread-self/stat, each cell thread's from the registry) per
+ * message, and how busy each was. Then what a larger machine should show, from this run's figures.
+ * Run: npm run bench threads   (-- --threads N: that many cell threads for every queue count,
+ * instead of min(queues, cores); CELLD_BENCH_ROUNDS, 3 by default; CELLD_BENCH_SECONDS, the
+ * window, 3 by default)
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { placementName, threadsAvailable, type Placement } from "./thread-registries.ts";
+import { growthLines, machineLine, queueCountLines } from "./threads-report.ts";
+import { outlookLines } from "./threads-outlook.ts";
+import { measureRun, type RunFigures, type RunTiming } from "./threads-run.ts";
+import { batchMessages, bodyBytes } from "./queue-loops.ts";
+
+const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
+const timing: RunTiming = { warmUpMs: 1_000, windowMs: Number(process.env.CELLD_BENCH_SECONDS ?? 3) * 1000 };
+const queueCounts = [1, 2, 4] as const;
+
+export interface ThreadsBenchOptions {
+  /** Cell threads for every queue count; unset: min(queues, cores). */
+  threads?: number;
+}
+
+/** `--threads N` from the bench's own arguments; a clear error naming the flag otherwise. */
+export function threadsBenchOptions(args: readonly string[]): ThreadsBenchOptions {
+  const at = args.findIndex((a) => a === "--threads" || a.startsWith("--threads="));
+  if (at === -1) return {};
+  const text = args[at]!.includes("=") ? args[at]!.slice("--threads=".length) : args[at + 1];
+  const threads = Number(text);
+  if (!Number.isInteger(threads) || threads < 1 || threads > 64) {
+    throw new RangeError(`--threads must be an integer from 1 to 64, got ${JSON.stringify(text ?? null)}`);
+  }
+  return { threads };
+}
+
+function placementsFor(queues: number, cores: number, options: ThreadsBenchOptions): Placement[] {
+  if (!threadsAvailable) return [{ threads: 0 }];
+  return [{ threads: 0 }, { threads: options.threads ?? Math.min(queues, cores) }];
+}
+
+export async function runThreadsBench(options: ThreadsBenchOptions = {}, log: (line: string) => void = console.log): Promise<void> {
+  const cores = availableParallelism();
+  log(
+    `threads: aggregate throughput over ${queueCounts.join(", ")} queues, cells on the main thread (unthreaded) vs on worker threads ` +
+      `(${options.threads === undefined ? "min(queues, cores)" : options.threads} threads); per queue one producer awaiting each ` +
+      `sendBatch(${batchMessages} x ${bodyBytes} B) and one consumer (lease ${batchMessages}, ack), on the main thread; durability "full"; ` +
+      `${timing.warmUpMs / 1000} s warm-up, ${timing.windowMs / 1000} s measured, ${rounds} rounds, medians; ${loadLine(cores)}`,
+  );
+  if (!threadsAvailable) log("  (cells on worker threads are not on this branch yet: unthreaded runs only)");
+  const runs: RunFigures[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const parts: string[] = [];
+    for (const queues of queueCounts) {
+      const placements = placementsFor(queues, cores, options);
+      // Alternating who goes first spreads the machine's drift over both.
+      for (const p of round % 2 === 0 ? placements : [...placements].reverse()) {
+        const run = await measureRun(p, queues, timing);
+        runs.push(run);
+        parts.push(`${queues}q ${placementName(p)} ${Math.round(run.ackedPerSecond).toLocaleString("en-US")}`);
+      }
+    }
+    log(`  round ${round + 1} (msg/s acked): ${parts.join(", ")}`);
+  }
+  for (const queues of queueCounts) for (const line of queueCountLines(queues, placementsFor(queues, cores, options), runs)) log(line);
+  for (const line of growthLines(queueCounts, runs)) log(line);
+  const machine = machineLine(runs, cores);
+  if (machine !== undefined) log(machine);
+  log(`  ${loadLine(cores)} at the end`);
+  for (const line of outlookLines(runs, cores)) log(line);
+}
+
+/** The machine is shared: say how busy it was, so figures from different runs can be read. */
+function loadLine(cores: number): string {
+  const [one, five] = loadavg();
+  return `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min) on ${cores} cores`;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await runThreadsBench(threadsBenchOptions(process.argv.slice(2)));
+}
