@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach } from "vitest";
-import { ManualClock, type QueueCell } from "@celld/queue-cell";
+import { ManualClock, type Cell } from "@celld/queue-cell";
 import type { BatchReport } from "@celld/bindings";
 import { loadDeployment } from "../packages/runtime/src/config/index.ts";
 import { startHost, type Host } from "../packages/runtime/src/host/host.ts";
@@ -43,7 +43,7 @@ export interface RunningHost {
   log: MemoryHostLog;
   batches: BatchReport[];
   fetch(path: string, init?: RequestInit): Promise<Response>;
-  cell(queue: string): Promise<QueueCell>;
+  cell(queue: string): Promise<Cell>;
   close(): Promise<void>;
 }
 
@@ -107,7 +107,7 @@ export async function eventually<T>(check: () => Promise<T | undefined> | T | un
 }
 
 /** Reads every message in a queue without a consumer (the tests' "seen" log) and acks it. */
-export async function drainJson(cell: QueueCell): Promise<unknown[]> {
+export async function drainJson(cell: Cell): Promise<unknown[]> {
   const out: unknown[] = [];
   for (;;) {
     const leased = await cell.lease({ max: 100 });
@@ -121,7 +121,7 @@ export async function drainJson(cell: QueueCell): Promise<unknown[]> {
  * The reports a test's Workers send to their "seen" queue, read as they come and kept in order:
  * all of them from a mark on, those of one tag, or those of a tag once `count` have come.
  */
-export function seenReports<T extends { body?: { tag?: string } | null }>(cell: () => Promise<QueueCell>) {
+export function seenReports<T extends { body?: { tag?: string } | null }>(cell: () => Promise<Cell>) {
   let seen: T[] = [];
   const since = async (mark: number): Promise<T[]> => {
     seen = seen.concat((await drainJson(await cell())) as T[]);

@@ -1,11 +1,11 @@
 import { expect, test } from "vitest";
-import type { QueueCell } from "@celld/queue-cell";
+import type { Cell } from "@celld/queue-cell";
 import { tidyAfterEach } from "./host-harness.ts";
 
 const { project, runHost } = tidyAfterEach();
 
 /** Once the cell's opening work has run, an idle cell is one the bound may close (no timers). */
-async function idle(cell: QueueCell): Promise<void> {
+async function idle(cell: Cell): Promise<void> {
   for (let turn = 0; cell.idleSince() === undefined; turn++) {
     if (turn > 1_000) throw new Error("the cell never became idle");
     await new Promise((resolve) => setImmediate(resolve));

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { QueueCell } from "@celld/queue-cell";
+import type { Cell } from "@celld/queue-cell";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { project, runHost, type RunningHost } from "./host-harness.ts";
 
@@ -19,7 +19,7 @@ interface Metrics {
 describe("a Worker's send(), sendBatch() and metrics()", () => {
   const p = project();
   let h: RunningHost;
-  let jobs: QueueCell;
+  let jobs: Cell;
 
   beforeAll(async () => {
     const config = p.write({

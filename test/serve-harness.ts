@@ -1,5 +1,5 @@
 import { Agent, request } from "node:http";
-import { systemClock, type CellRegistry } from "@celld/queue-cell";
+import { systemClock, type QueueCells } from "@celld/queue-cell";
 import type { ConsumerConfig } from "../packages/runtime/src/config/index.ts";
 import { DeployService } from "../packages/runtime/src/deploy/deploy-service.ts";
 import { DeployStore } from "../packages/runtime/src/deploy/deploy-store.ts";
@@ -20,7 +20,7 @@ export interface ServeStack {
   front: Front;
   runtime: ServeRuntime;
   service: DeployService;
-  registry: CellRegistry;
+  registry: QueueCells;
   lines: string[];
   close(): Promise<void>;
 }

@@ -4,7 +4,7 @@ import {
   systemClock,
   type Clock,
   type LeasedMessage,
-  type QueueCell,
+  type Cell,
   type SettleResult,
 } from "@celld/queue-cell";
 import { resolveBatchOutcome, type BatchSettlement, type QueueHandlerResult } from "./batch-outcome.ts";
@@ -75,7 +75,7 @@ export interface BatchReport {
 }
 
 export interface ConsumerDispatcherOptions {
-  cell: QueueCell;
+  cell: Cell;
   settings: ConsumerSettings;
   invoke: QueueInvoker;
   clock?: Clock;
@@ -84,7 +84,7 @@ export interface ConsumerDispatcherOptions {
   onBatch?: (report: BatchReport) => void;
   /**
    * Recorded on every lease this dispatcher takes (LeaseOptions.owner), so that after a crash the
-   * next start can end them at once (QueueCell.expireLeasesOf). 0 records nobody.
+   * next start can end them at once (Cell.expireLeasesOf). 0 records nobody.
    */
   leaseOwner?: number;
   /**
@@ -130,7 +130,7 @@ interface Collected {
  * resolveBatchOutcome; a handler that outlives the wall time counts as a failed delivery.
  */
 export class ConsumerDispatcher {
-  private readonly cell: QueueCell;
+  private readonly cell: Cell;
   private readonly settings: ConsumerSettings;
   private readonly invoke: QueueInvoker;
   private readonly clock: Clock;
@@ -423,7 +423,7 @@ export class ConsumerDispatcher {
       Math.min(...batch.map((m) => m.availableAt)) + this.settings.maxBatchTimeoutSeconds * 1000;
     while (batch.length < size && this.running) {
       // availableAt is in the cell's time, which runs ahead of the clock after a restart on a
-      // clock behind the queue's newest message (QueueCell.now).
+      // clock behind the queue's newest message (Cell.now).
       const remainingMs = windowEndsAt - this.cell.now();
       if (remainingMs <= 0) break;
       // fill: the rest of the batch in one lease, once it is all there or the window ends, rather

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { isCellError, limits, type BacklogMetrics, type CellError, type QueueCell, type SendOptions, type SendTrace } from "@celld/queue-cell";
+import { isCellError, limits, type BacklogMetrics, type CellError, type Cell, type SendOptions, type SendTrace } from "@celld/queue-cell";
 import { exactBytes, parseBatchRequest } from "./batch-request.ts";
 import {
   ProtocolError,
@@ -19,7 +19,7 @@ export interface ProducerBinding {
   /** The producer's `delivery_delay`: the delay of a send that names none. */
   deliveryDelaySeconds?: number;
   /** The queue's cell, open. Called per request, so a cell closed while idle is opened again. */
-  getCell: () => Promise<QueueCell>;
+  getCell: () => Promise<Cell>;
   /**
    * Told of each call the cell refused because its storage failed (a full disk, a failed flush).
    * The Worker gets the error too, but a full disk is the operator's to fix, and a Worker may not
@@ -150,7 +150,7 @@ export class ProducerHandler {
    * reach the cell without awaiting first: the cell counts a producer call in flight from that
    * moment.
    */
-  private async withCell<T>(use: (cell: QueueCell) => Promise<T>): Promise<T> {
+  private async withCell<T>(use: (cell: Cell) => Promise<T>): Promise<T> {
     try {
       return await use(await this.cell());
     } catch (error) {
@@ -159,7 +159,7 @@ export class ProducerHandler {
     }
   }
 
-  private async cell(): Promise<QueueCell> {
+  private async cell(): Promise<Cell> {
     const cell = await this.binding.getCell();
     if (cell.name !== this.binding.queue) {
       throw new Error(`producer of queue "${this.binding.queue}" was given the cell of queue "${cell.name}"`);

@@ -66,7 +66,7 @@ export interface PurgeRow {
   /** Full name of the queue. */
   queue: string;
   startedMs: number;
-  /** The purge's cut (QueueCell.purgeCut): messages after it are not its own. */
+  /** The purge's cut (Cell.purgeCut): messages after it are not its own. */
   seqAtMost: number;
   /** Null while it runs, or if a stop interrupted it. */
   completedMs: number | null;

@@ -1,4 +1,4 @@
-import type { LeasedMessage, LeaseOptions, QueueCell } from "@celld/queue-cell";
+import type { LeasedMessage, LeaseOptions, Cell } from "@celld/queue-cell";
 
 /**
  * Leases for an HTTP client that may vanish while it waits. The wait ends when the client goes
@@ -7,7 +7,7 @@ import type { LeasedMessage, LeaseOptions, QueueCell } from "@celld/queue-cell";
  * visibility timeout runs out.
  */
 export async function leaseForClient(
-  cell: QueueCell,
+  cell: Cell,
   options: Omit<LeaseOptions, "signal">,
   clientGone: AbortSignal,
   otherStops: readonly AbortSignal[] = [],
@@ -30,7 +30,7 @@ export async function leaseForClient(
  * Hands back leased messages nobody received: ready at once, and the delivery not counted, so a
  * client that vanished mid-poll costs a message neither time nor one of its max_deliveries.
  */
-export async function releaseUndelivered(cell: QueueCell, messages: readonly LeasedMessage[]): Promise<void> {
+export async function releaseUndelivered(cell: Cell, messages: readonly LeasedMessage[]): Promise<void> {
   if (messages.length === 0 || cell.isClosed) return;
   await cell.release(messages.map((m) => ({ id: m.id, leaseGeneration: m.leaseGeneration })));
 }

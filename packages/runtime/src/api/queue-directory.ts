@@ -1,9 +1,9 @@
 import { existsSync } from "node:fs";
 import {
   isCellError,
-  type CellRegistry,
+  type QueueCells,
   type Clock,
-  type QueueCell,
+  type Cell,
   type QueueConfig,
   type UlidSource,
 } from "@celld/queue-cell";
@@ -53,7 +53,7 @@ export class QueueDirectory {
 
   constructor(
     private readonly catalog: Catalog,
-    private readonly registry: CellRegistry,
+    private readonly registry: QueueCells,
     private readonly clock: Clock,
     private readonly ids: UlidSource,
     workers: WorkerQueueOptions = {},
@@ -106,7 +106,7 @@ export class QueueDirectory {
   }
 
   /** Runs `fn` with the queue's open cell; a delete of the queue waits for it, and aborts `signal`. */
-  async withCell<T>(name: string, fn: (cell: QueueCell, row: QueueRow, signal: AbortSignal) => Promise<T>): Promise<T> {
+  async withCell<T>(name: string, fn: (cell: Cell, row: QueueRow, signal: AbortSignal) => Promise<T>): Promise<T> {
     const row = this.require(name);
     let slot = this.active.get(name);
     if (slot === undefined) {
@@ -134,7 +134,7 @@ export class QueueDirectory {
   }
 
   /** A queue's settings: the catalog's for an API queue, the cell's for a Workers queue. */
-  view(row: QueueRow, cell?: QueueCell): QueueView {
+  view(row: QueueRow, cell?: Cell): QueueView {
     if (row.settings !== null) {
       const settings = { retentionSeconds: limits.retentionSeconds, deliveryPaused: false, ...row.settings };
       return { row, settings, deadLetterPolicy: row.settings.deadLetterQueue === null ? "set" : "queue" };
@@ -279,7 +279,7 @@ export class QueueDirectory {
     };
   }
 
-  private async openCell(row: QueueRow): Promise<QueueCell> {
+  private async openCell(row: QueueRow): Promise<Cell> {
     if (row.settings === null || this.reconciled.has(row.cellName)) return this.registry.open(row.cellName);
     // The catalog is the truth for an API queue; a crash between an update's two writes heals here.
     const cell = await this.registry.open(row.cellName, this.cellConfig(row.settings));

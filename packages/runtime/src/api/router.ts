@@ -1,6 +1,6 @@
 import type { AddedConsumers } from "../plugins/added-consumers.ts";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { CellRegistry, Clock, UlidSource } from "@celld/queue-cell";
+import type { QueueCells, Clock, UlidSource } from "@celld/queue-cell";
 import type { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import type { ApiKeyInfo, ApiKeyStore, ApiScope } from "./api-keys.ts";
 import type { Catalog } from "./catalog.ts";
@@ -10,7 +10,7 @@ import type { ProtoTypeName } from "../wire/proto-codec.ts";
 import type { QueueDirectory } from "./queue-directory.ts";
 
 export interface ApiDeps {
-  registry: CellRegistry;
+  registry: QueueCells;
   keys: ApiKeyStore;
   catalog: Catalog;
   directory: QueueDirectory;

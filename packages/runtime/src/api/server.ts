@@ -3,7 +3,7 @@ import { setMaxListeners } from "node:events";
 import { performance } from "node:perf_hooks";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { systemClock, UlidSource, type CellRegistry, type Clock } from "@celld/queue-cell";
+import { systemClock, UlidSource, type QueueCells, type Clock } from "@celld/queue-cell";
 import { AnswerBudget } from "./answer-budget.ts";
 import { apiLimits } from "./api-limits.ts";
 import type { ApiKeyStore } from "./api-keys.ts";
@@ -66,7 +66,7 @@ export interface ApiServerTimeouts {
 }
 
 export interface ApiServerOptions {
-  registry: CellRegistry;
+  registry: QueueCells;
   keys: ApiKeyStore;
   /** The host's data directory (the registry's); the catalog lives in `<dataDir>/api/`. */
   dataDir: string;

@@ -1,4 +1,4 @@
-import { systemClock, type CellRegistry } from "@celld/queue-cell";
+import { systemClock, type QueueCells } from "@celld/queue-cell";
 import { ApiKeyStore, startApiServer, type ApiServer } from "../api/index.ts";
 import { R2BucketList } from "../deploy/r2-bucket-list.ts";
 import { servedWorkersQueues } from "../serve/serve-workers-queues.ts";
@@ -33,7 +33,7 @@ export async function serve(args: ServeArgs): Promise<number> {
   const log = consoleHostLog;
   const unlock = await claimDataDir(args.dataDir, args.host, args.port, log);
   const none = { workers: [], queues: [], warnings: [] };
-  let registry: CellRegistry;
+  let registry: QueueCells;
   try {
     registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs }, none, systemClock, log);
   } catch (error) {
@@ -62,7 +62,7 @@ class ServeSession {
 
   constructor(
     private readonly args: ServeArgs,
-    private readonly registry: CellRegistry,
+    private readonly registry: QueueCells,
     private readonly unlock: () => void,
   ) {}
 

@@ -1,4 +1,4 @@
-import { CellRegistry, limits, type Clock } from "@celld/queue-cell";
+import { CellRegistry, limits, type Clock, type QueueCells } from "@celld/queue-cell";
 import type { Deployment } from "../config/index.ts";
 import { dataDirUnusable } from "./data-dir-lock.ts";
 import { logCellBackgroundError, type HostLog } from "./host-log.ts";
@@ -9,7 +9,7 @@ import { consumedPastOpenCellsMessage, openCellsLoweredMessage, openCellsMaxFor,
  * The cells' registry of a starting host, its open cells bounded by the open-files limit (said
  * when it lowers the bound, warned of when the consumers alone need more cells than that).
  */
-export function openCellRegistry(options: HostOptions, deployment: Deployment, clock: Clock, log: HostLog): CellRegistry {
+export function openCellRegistry(options: HostOptions, deployment: Deployment, clock: Clock, log: HostLog): QueueCells {
   const openFilesLimit = options.openFilesLimit ?? readOpenFilesLimit();
   const openCellsMax = openCellsMaxFor(openFilesLimit);
   if (openFilesLimit !== undefined && openCellsMax < limits.openCellsMax) log.info(openCellsLoweredMessage(openFilesLimit, openCellsMax));

@@ -1,4 +1,4 @@
-import type { Clock, Durability, CellRegistry } from "@celld/queue-cell";
+import type { Clock, Durability, QueueCells } from "@celld/queue-cell";
 import type { BatchReport, SendStages } from "@celld/bindings";
 import type { RuntimeSupervisor } from "../workerd/runtime-supervisor.ts";
 import type { Miniflare } from "miniflare";
@@ -20,7 +20,7 @@ export interface HostOptions {
    * which holds the data directory's lock itself): the host neither locks the directory nor
    * opens or closes the cells, so the API that serves the same cells never sees them closed.
    */
-  registry?: CellRegistry;
+  registry?: QueueCells;
   /** The Workers' HTTP port (the front door: docs/routing.md); 0 picks a free one. */
   port?: number;
   /** `<worker>.<domain>` reaches that Worker, as `<worker>.localhost` does. */
@@ -105,7 +105,7 @@ export interface Host {
   readonly url: URL;
   /** The front door on `url`: its router (for the banner) and counters (for /metrics). */
   readonly front: Pick<Front, "stats" | "guard"> & { readonly router: WorkerRouter };
-  readonly registry: CellRegistry;
+  readonly registry: QueueCells;
   /** The deployment's queues whose own file could not be opened at start (each told in an error line). */
   readonly unopenedQueues: readonly string[];
   readonly miniflare: Miniflare;

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
-import { isCellError, systemClock, type CellRegistry, type Clock } from "@celld/queue-cell";
+import { isCellError, systemClock, type QueueCells, type Clock } from "@celld/queue-cell";
 import { ConsumerFailureLog, type BatchReport } from "@celld/bindings";
 import type { Miniflare } from "miniflare";
 import { setWorkerdV8Flags } from "../workerd/miniflare-v8-flags.ts";
@@ -49,7 +49,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
     return new HostStart(options, basics).run();
   }
   const unlock = await claimDataDir(options.dataDir, listenHost, listenPort, log);
-  let registry: CellRegistry;
+  let registry: QueueCells;
   try {
     registry = openCellRegistry(options, options.deployment, clock, log);
   } catch (error) {
@@ -62,7 +62,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
 interface HostBasics {
   log: HostLog;
   clock: Clock;
-  registry: CellRegistry;
+  registry: QueueCells;
   /** False when the caller lent the registry (options.registry): it stays open after close. */
   ownsRegistry: boolean;
   unlock: () => void;

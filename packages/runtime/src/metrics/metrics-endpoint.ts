@@ -1,11 +1,11 @@
-import type { CellRegistry, Clock } from "@celld/queue-cell";
+import type { QueueCells, Clock } from "@celld/queue-cell";
 import { CelldMetrics } from "./celld-metrics.ts";
 import { expose, type Exposition } from "./exposition.ts";
 import { QueueGauges, type ConsumerLoad } from "./queue-gauges.ts";
 
 export interface MetricsEndpointOptions {
   metrics: CelldMetrics;
-  registry: CellRegistry;
+  registry: QueueCells;
   /** Answer without a key (`--metrics-public`); otherwise a key with `metrics:read` is needed. */
   public?: boolean;
   /** The consumers' batches in flight and their caps, read at each scrape. */

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { Gauge, type GaugeConfiguration, type Registry } from "prom-client";
-import type { CellCounts, CellRegistry } from "@celld/queue-cell";
+import type { CellCounts, QueueCells } from "@celld/queue-cell";
 import type { CelldMetrics } from "./celld-metrics.ts";
 
 const queueLabelNames = ["environment", "queue"] as const;
@@ -32,7 +32,7 @@ export class QueueGauges {
 
   constructor(
     private readonly metrics: CelldMetrics,
-    private readonly registry: CellRegistry,
+    private readonly registry: QueueCells,
     private readonly consumers: () => Iterable<ConsumerLoad> = () => [],
     private readonly now: () => number = Date.now,
   ) {

@@ -10,7 +10,7 @@ import {
   type ConsumerKind,
   type ConsumerSettings,
 } from "@celld/bindings";
-import { isCellError, limits, type CellRegistry, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
+import { isCellError, limits, type QueueCells, type Clock, type QueueConfig, type StorageFailure } from "@celld/queue-cell";
 import type { WorkerOptions } from "miniflare";
 import type { Deployment, WorkerConfig } from "../config/index.ts";
 import { queueProducerWorkerOptions } from "../queue-transport/miniflare-queue-wiring.ts";
@@ -34,7 +34,7 @@ import type { AddedConsumer, AddedConsumers } from "./added-consumers.ts";
 
 export interface QueuesPluginOptions {
   deployment: Deployment;
-  registry: CellRegistry;
+  registry: QueueCells;
   clock: Clock;
   log: HostLog;
   /** A consumer invocation's wall-time limit; Cloudflare's 15 minutes unless a test says less. */
@@ -79,7 +79,7 @@ const hostLeaseOwner = 1;
 export class QueuesPlugin implements HostPlugin {
   readonly name = "queues";
   private readonly dispatchers: ConsumerDispatcher[] = [];
-  /** Releases of the consumers' holds on their cells (CellRegistry.hold). */
+  /** Releases of the consumers' holds on their cells (QueueCells.hold). */
   private readonly holds: Array<() => void> = [];
   /**
    * The dispatch Worker's binding to each Worker, by Worker name: every Worker, not only the

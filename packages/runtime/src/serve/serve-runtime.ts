@@ -1,5 +1,5 @@
 import { performance } from "node:perf_hooks";
-import type { CellRegistry } from "@celld/queue-cell";
+import type { QueueCells } from "@celld/queue-cell";
 import type { WorkerBundle } from "../bundle/bundle.ts";
 import type { WorkerConfig } from "../config/index.ts";
 import { queuesOf } from "../config/model.ts";
@@ -15,7 +15,7 @@ import type { AddedConsumers } from "../plugins/added-consumers.ts";
 export interface ServeRuntimeOptions {
   dataDir: string;
   /** Held by `celld serve` for its whole life, across every start of the Workers. */
-  registry: CellRegistry;
+  registry: QueueCells;
   /** `--port`, which outlives every start of the Workers; it holds requests while they are swapped. */
   front: Pick<Front, "setRouter" | "setUpstreams" | "holdRequests" | "releaseRequests" | "requestsDone">;
   log: HostLog;

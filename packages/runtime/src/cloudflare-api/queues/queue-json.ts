@@ -1,11 +1,11 @@
-import type { QueueCell } from "@celld/queue-cell";
+import type { Cell } from "@celld/queue-cell";
 import type { QueueRow } from "../../api/catalog.ts";
 import type { CloudflareContext } from "../route.ts";
 import { consumerJson, consumersOf, producersOf } from "./queue-consumers.ts";
 import { queueSettingsOf } from "./queue-settings.ts";
 
 /** The queue object wrangler and the SDK read (`queues info`, `queues list`, deploy's look-ups). */
-export function queueJson(ctx: CloudflareContext, row: QueueRow, cell: QueueCell): Record<string, unknown> {
+export function queueJson(ctx: CloudflareContext, row: QueueRow, cell: Cell): Record<string, unknown> {
   const consumers = consumersOf(ctx, row).map((c) => consumerJson(row, c));
   const producers = producersOf(ctx, row).map((script) => ({ type: "worker", script }));
   return {

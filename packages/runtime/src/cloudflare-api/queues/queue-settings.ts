@@ -1,4 +1,4 @@
-import { limits, type QueueCell } from "@celld/queue-cell";
+import { limits, type Cell } from "@celld/queue-cell";
 import type { ApiQueueSettings, QueueRow } from "../../api/catalog.ts";
 import { CloudflareError, CloudflareNumberError } from "../cloudflare-errors.ts";
 import type { CloudflareContext } from "../route.ts";
@@ -11,7 +11,7 @@ export interface CloudflareQueueSettings {
   message_retention_period: number;
 }
 
-export function queueSettingsOf(ctx: CloudflareContext, row: QueueRow, cell: QueueCell): CloudflareQueueSettings {
+export function queueSettingsOf(ctx: CloudflareContext, row: QueueRow, cell: Cell): CloudflareQueueSettings {
   const { settings } = ctx.deps.directory.view(row, cell);
   return {
     delivery_delay: settings.deliveryDelay,
@@ -46,7 +46,7 @@ export function readQueueSettings(raw: unknown): Partial<CloudflareQueueSettings
  * Applies changed settings. An API queue's are the catalog's (the native API's update); a Workers
  * queue's delivery delay is its producers' config, so the API may not change it.
  */
-export async function applyQueueSettings(ctx: CloudflareContext, row: QueueRow, cell: QueueCell, wanted: Partial<CloudflareQueueSettings>): Promise<void> {
+export async function applyQueueSettings(ctx: CloudflareContext, row: QueueRow, cell: Cell, wanted: Partial<CloudflareQueueSettings>): Promise<void> {
   const current = queueSettingsOf(ctx, row, cell);
   const { directory } = ctx.deps;
   if (wanted.delivery_delay !== undefined && wanted.delivery_delay !== current.delivery_delay) {

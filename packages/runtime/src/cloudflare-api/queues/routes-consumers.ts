@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { QueueCell } from "@celld/queue-cell";
+import type { Cell } from "@celld/queue-cell";
 import type { ConsumerRow, QueueRow } from "../../api/catalog.ts";
 import { childName } from "../../api/names.ts";
 import { CloudflareError } from "../cloudflare-errors.ts";
@@ -166,5 +166,5 @@ async function applyToQueue(ctx: CloudflareContext, row: QueueRow, consumer: Con
     return;
   }
   // The same policy a restart gives the cell (QueuesPlugin.prepare), so the API's choice survives it.
-  await directory.withCell(row.name, (cell: QueueCell) => cell.configure(policy));
+  await directory.withCell(row.name, (cell: Cell) => cell.configure(policy));
 }
