@@ -2,7 +2,7 @@
  * Every benchmark, one after another: `npm run bench`; one of them: `npm run bench cell`,
  * `npm run bench host`, `npm run bench api`, `npm run bench memory` (`many-queues`: its second part alone), `npm run bench front`,
  * `npm run bench deploy` (the real wrangler against celld serve), `npm run bench threads` (cells on
- * worker threads). Each prints absolute
+ * worker threads; `threads-host`: the same through workerd). Each prints absolute
  * figures and a ratio against a baseline measured in the same run. Not a test: nothing here fails
  * on a slow machine.
  */
@@ -14,6 +14,7 @@ import { runHostBench } from "./host-bench.ts";
 import { runManyQueuesBench } from "./many-queues-bench.ts";
 import { runMemoryBench } from "./memory-bench.ts";
 import { runThreadsBench, threadsBenchOptions } from "./threads-bench.ts";
+import { runThreadsHostBench } from "./threads-host-bench.ts";
 
 const benches: Record<string, () => Promise<void>> = {
   cell: () => runCellBench(),
@@ -30,6 +31,8 @@ const benches: Record<string, () => Promise<void>> = {
   deploy: () => runDeployBench(),
   // Cells on worker threads vs on the main thread over 1, 2 and 4 queues (issue #34); -- --threads N.
   threads: () => runThreadsBench(threadsBenchOptions(process.argv.slice(3))),
+  // The same through the whole host: Workers in workerd producing and consuming.
+  "threads-host": () => runThreadsHostBench(threadsBenchOptions(process.argv.slice(3))),
 };
 const only = process.argv[2];
 if (only !== undefined && !Object.hasOwn(benches, only)) {

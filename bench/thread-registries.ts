@@ -14,6 +14,9 @@ export interface Placement {
 /** Whether this branch has the threaded registry yet (ThreadedCellRegistry, issue 34). */
 export const threadsAvailable = false;
 
+/** Whether this branch's host takes HostOptions.cellThreads yet (issue 34). */
+export const hostThreadsAvailable = false;
+
 export interface BenchRegistry {
   open(name: string): Promise<LoadedCell>;
   /** Each cell thread's CPU so far, in thread order; [] when the cells run on the main thread. */

@@ -11,7 +11,8 @@
  * instead of min(queues, cores); CELLD_BENCH_ROUNDS, 3 by default; CELLD_BENCH_SECONDS, the
  * window, 3 by default)
  */
-import { availableParallelism, loadavg } from "node:os";
+import { availableParallelism } from "node:os";
+import { loadLine } from "./machine-load.ts";
 import { placementName, threadsAvailable, type Placement } from "./thread-registries.ts";
 import { growthLines, machineLine, queueCountLines } from "./threads-report.ts";
 import { outlookLines } from "./threads-outlook.ts";
@@ -73,12 +74,6 @@ export async function runThreadsBench(options: ThreadsBenchOptions = {}, log: (l
   if (machine !== undefined) log(machine);
   log(`  ${loadLine(cores)} at the end`);
   for (const line of outlookLines(runs, cores)) log(line);
-}
-
-/** The machine is shared: say how busy it was, so figures from different runs can be read. */
-function loadLine(cores: number): string {
-  const [one, five] = loadavg();
-  return `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min) on ${cores} cores`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
