@@ -76,6 +76,12 @@ export interface BatchReport {
 
 export interface ConsumerDispatcherOptions {
   cell: Cell;
+  /**
+   * The queue's cell opened again, for a cell that closed while the dispatcher runs: one on a
+   * worker thread that died (ThreadedCellRegistry opens it on a new thread). Without it, a closed
+   * cell's refusals are lease failures like any other, and the consumer takes nothing more.
+   */
+  reopen?: () => Promise<Cell>;
   settings: ConsumerSettings;
   invoke: QueueInvoker;
   clock?: Clock;
@@ -130,7 +136,8 @@ interface Collected {
  * resolveBatchOutcome; a handler that outlives the wall time counts as a failed delivery.
  */
 export class ConsumerDispatcher {
-  private readonly cell: Cell;
+  private cell: Cell;
+  private readonly reopen: (() => Promise<Cell>) | undefined;
   private readonly settings: ConsumerSettings;
   private readonly invoke: QueueInvoker;
   private readonly clock: Clock;
@@ -165,6 +172,7 @@ export class ConsumerDispatcher {
 
   constructor(options: ConsumerDispatcherOptions) {
     this.cell = options.cell;
+    this.reopen = options.reopen;
     this.settings = options.settings;
     this.invoke = options.invoke;
     this.clock = options.clock ?? systemClock;
@@ -262,7 +270,9 @@ export class ConsumerDispatcher {
       }
       if (this.cell.queueConfig.deliveryPaused) {
         // Delivery is paused (wrangler queues pause-delivery): no batch starts until it resumes;
-        // running ones finish. stop() ends the wait too.
+        // running ones finish. stop() ends the wait too. A cell on a worker thread tells a pause
+        // or resume (onDeliveryPausedChange) before it answers the configure that made it, so its
+        // mirror of queueConfig is current here, and a resume after this look still wakes the wait.
         await new Promise<void>((resolve) => {
           const stopListening = this.cell.onDeliveryPausedChange(() => {
             stopListening();
@@ -313,8 +323,26 @@ export class ConsumerDispatcher {
         }
       }
       if (failure === undefined) this.leaseBackoffMs = 0;
-      else if (this.running) this.leaseFailed(failure.error);
+      else if (this.running && !(await this.reopenedClosedCell())) this.leaseFailed(failure.error);
     }
+  }
+
+  /**
+   * After a failed lease: if the cell has closed under the running dispatcher (its worker thread
+   * died; a local cell the host holds closes only when the host stops it), the queue's cell opened
+   * again. The messages leased from the old one settle on the new: their leases are in the file.
+   * True when it was opened again, so the loop leases at once.
+   */
+  private async reopenedClosedCell(): Promise<boolean> {
+    if (this.reopen === undefined || !this.cell.isClosed) return false;
+    try {
+      this.cell = await this.reopen();
+    } catch (error) {
+      this.leaseFailed(error);
+      return true;
+    }
+    this.log.info(`queue "${this.settings.queue}": its cell closed under the consumer (a cell thread ended?); opened again`);
+    return true;
   }
 
   /** Logs a refused lease and pauses leasing: a cell whose storage fails is not asked again at once. */
@@ -385,6 +413,8 @@ export class ConsumerDispatcher {
     const slots = Math.min(batchesPerLeaseMax, this.settings.maxConcurrency - this.inFlight.size);
     const estimate = this.lastBytesPerMessage === undefined ? undefined : this.lastBytesPerMessage * size;
     if (estimate === undefined || slots <= 1) return 0;
+    // A hint: a cell on a worker thread answers from a mirror that may lag one commit. A batch
+    // leased too many comes back short and is handed back; one too few, the next turn leases.
     let extra = Math.max(0, Math.min(slots, Math.floor(this.cell.readyCount(slots * size) / size)) - 1);
     while (extra > 0 && this.budget.bytes + (extra + 1) * estimate > this.budget.maxBytes) extra -= 1;
     return extra;
@@ -578,6 +608,8 @@ export class ConsumerDispatcher {
   private report(batch: LeasedMessage[], run: HandlerRun, { settlement, settled }: SettledBatch): void {
     const { queue } = this.settings;
     const { result, failure } = run;
+    // For the words of a line: a mirror one configure behind (a cell on a worker thread) would only
+    // name the dead-letter queue the batch's messages went to just before the change.
     const deadLetter = this.cell.queueConfig.deadLetter;
     // Built only for a line: most batches succeed, and this runs for every one.
     const fate = (): string => failedFate(batch.length, settled, deadLetter);

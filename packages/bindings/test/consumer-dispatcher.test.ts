@@ -639,3 +639,38 @@ test("paused delivery starts no batch, hands back what a waiting lease took, and
   // Each went once: the lease handed back during the pause was not a delivery.
   await expect.poll(() => cell.counts(), { timeout: 5_000 }).toMatchObject({ ready: 0, leased: 0, dead: 0 });
 });
+
+test("a cell that closes under the dispatcher (its worker thread ended) is opened again through reopen, and delivery goes on", async () => {
+  const first = await registry.open("jobs");
+  const batches: string[][] = [];
+  const lines: string[] = [];
+  const reopened: QueueCell[] = [];
+  dispatcher = new ConsumerDispatcher({
+    cell: first,
+    reopen: async () => {
+      const cell = await registry.open("jobs");
+      reopened.push(cell);
+      return cell;
+    },
+    clock,
+    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 1, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+    invoke: async (_queue, messages: readonly BatchMessage[]) => {
+      batches.push(messages.map((m) => Buffer.from(m.body).toString("utf8")));
+      return { outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
+    },
+    log: { info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) },
+  });
+  dispatcher.start();
+  await send(first, "a");
+  await until(() => batches.length === 1, "the first batch");
+  // As a dead thread leaves it: closed, while the dispatcher's long poll waits on it.
+  await registry.close("jobs");
+  await until(() => reopened.length === 1, "the cell opened again");
+  expect(reopened[0]).not.toBe(first);
+  expect(lines).toContain('queue "jobs": its cell closed under the consumer (a cell thread ended?); opened again');
+  await send(reopened[0]!, "b");
+  await until(() => batches.length === 2, "the batch after the reopen");
+  expect(batches).toEqual([["a"], ["b"]]);
+  await until(() => reopened[0]!.committedCounts().leased === 0, "b acked");
+  expect(reopened[0]!.committedCounts()).toMatchObject({ ready: 0, leased: 0 });
+});

@@ -277,6 +277,9 @@ export class QueuesPlugin implements HostPlugin {
       }
       const dispatcher = new ConsumerDispatcher({
         cell,
+        // A cell on a worker thread that died closes under the dispatcher; the registry opens it
+        // on a new thread (a local cell held here closes only when the host stops).
+        reopen: () => registry.open(cellName),
         clock,
         leaseOwner: hostLeaseOwner,
         budget: this.budget,
