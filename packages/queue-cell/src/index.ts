@@ -35,6 +35,8 @@ export type {
 } from "./cell-calls.ts";
 export { emptyTally, type CellObserver, type CellTally } from "./cell-observer.ts";
 export { CellRegistry, type CellRegistryOptions } from "./registry.ts";
+export { ThreadedCellRegistry, type ThreadedCellRegistryOptions } from "./threads/threaded-registry.ts";
+export { readThreadCpu, type ThreadCpu, type ThreadCpuTimes } from "./threads/thread-cpu.ts";
 export { SqliteCellStore } from "./sqlite-store.ts";
 export type { Durability, SqliteStoreOptions } from "./sqlite-file.ts";
 export type { SyncFile } from "./wal-sync.ts";

@@ -69,6 +69,13 @@ export const limits = {
    */
   openCellsFileDescriptorShare: 0.5,
 
+  /**
+   * celld's own: worker threads a host runs its cells on (ThreadedCellRegistry). Each is a V8
+   * isolate of its own (about 10 MB before any cell) with a checkpoint thread; more threads than
+   * cores buy nothing, and no machine celld targets has more cores than this.
+   */
+  cellThreadsMax: 64,
+
   /** Producer calls one cell holds between arrival and commit; the next is refused. */
   producerCallsInFlightMax: 256,
   /**

@@ -94,6 +94,10 @@ export interface CellCoreOptions {
   onWarning?: (message: string) => void;
   /** Told what each committed group did, and of refused sends (the host's metrics). */
   observer?: CellObserver;
+  /** Told as close() begins (a registry on a worker thread tells the main thread's mirror). */
+  onClosing?: (cell: CellCore) => void;
+  /** Told after each group has committed and its calls were answered (the same registry's mirror). */
+  onCommitted?: (cell: CellCore) => void;
 }
 
 /**
@@ -114,6 +118,8 @@ export class CellCore implements Cell {
   private readonly onBackgroundError: (error: unknown) => void;
   private readonly onWarning: (message: string) => void;
   private readonly observer: CellObserver | undefined;
+  private readonly onClosing: ((cell: CellCore) => void) | undefined;
+  private readonly onCommitted: ((cell: CellCore) => void) | undefined;
   /** What the group being written did, told to the observer once it is durable. */
   private tally: CellTally = emptyTally();
   private config: QueueConfig;
@@ -148,6 +154,8 @@ export class CellCore implements Cell {
     this.onBackgroundError = options.onBackgroundError ?? (() => {});
     this.onWarning = options.onWarning ?? (() => {});
     this.observer = options.observer;
+    this.onClosing = options.onClosing;
+    this.onCommitted = options.onCommitted;
     // Before the store: its log is truncated after a quiet spell on this clock.
     this.clock = options.clock ?? systemClock;
     this.store = typeof options.store === "function" ? this.openStore(options.store) : options.store;
@@ -621,6 +629,7 @@ export class CellCore implements Cell {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.onClosing?.(this);
     this.waiters.closeAll();
     this.cancelTimer?.();
     this.cancelTimer = undefined;
@@ -762,6 +771,7 @@ export class CellCore implements Cell {
 
   private afterCommit(nowMs: number): void {
     if (this.closed) return;
+    this.onCommitted?.(this);
     if (this.movingAdded || (!this.mover.busy && this.store.totals().moving > 0)) {
       this.movingAdded = false;
       this.mover.start();

@@ -1,7 +1,4 @@
-import { createHash } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
-import { join } from "node:path";
-import Database from "better-sqlite3";
+import { existsSync, rmSync } from "node:fs";
 import type { QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { CellError } from "./errors.ts";
@@ -9,6 +6,9 @@ import { UlidSource } from "./ids.ts";
 import { limits } from "./limits.ts";
 import { QueueCell } from "./sqlite-queue-cell.ts";
 import type { CellObserver } from "./cell-observer.ts";
+import type { DeadLetterTarget } from "./dead-letter-mover.ts";
+import type { CellCore } from "./queue-cell.ts";
+import { CellDirectory } from "./cell-directory.ts";
 import type { QueueCells } from "./cell-surface.ts";
 import type { Durability } from "./sqlite-file.ts";
 import type { SyncFile } from "./wal-sync.ts";
@@ -38,11 +38,20 @@ export interface CellRegistryOptions {
   observe?: (name: string) => CellObserver | undefined;
   /** How every cell's store flushes its log (fs.fdatasync unless set): the host times it. */
   syncFile?: SyncFile;
+  /**
+   * Finds a dead-letter move's target queue outside this registry: a registry on a worker thread
+   * asks the main thread for the queues other threads own. Undefined: the queue is this one's.
+   */
+  resolveElsewhere?: (name: string) => Promise<DeadLetterTarget | undefined> | undefined;
+  /** Told as each cell this registry opened begins to close, whoever closes it. */
+  onCellClosing?: (cell: QueueCell) => void;
+  /** Told after each group a cell of this registry committed (its calls answered). */
+  onCellCommitted?: (cell: QueueCell) => void;
 }
 
 /**
  * Opens each queue's cell once, lazily, and lets cells find one another for dead-letter moves.
- * A name maps to a file name that is safe on every filesystem and unique per name.
+ * Which file a name maps to, and what is on disk, is CellDirectory's.
  */
 export class CellRegistry implements QueueCells {
   /** Open cells, least recently used first: open() moves a name to the end. */
@@ -54,7 +63,7 @@ export class CellRegistry implements QueueCells {
   /** Cells closing in the background, by name: the next open of the name waits for it. */
   private readonly closingCells = new Map<string, Promise<void>>();
   private readonly openCellsMax: number;
-  private readonly dir: string;
+  private readonly directory: CellDirectory;
   private readonly clock: Clock;
   private readonly ids = new UlidSource();
   private closing = false;
@@ -69,13 +78,9 @@ export class CellRegistry implements QueueCells {
   private readonly closedAt = new Map<string, number>();
 
   constructor(private readonly options: CellRegistryOptions) {
-    this.dir = join(options.dataDir, "cells");
+    this.directory = new CellDirectory(options.dataDir, options.onWarning);
     this.clock = options.clock ?? systemClock;
     this.openCellsMax = options.openCellsMax ?? limits.openCellsMax;
-    // Every queue's messages are in here: no other local user may read them. The directory is the
-    // registry's alone, so one an older version left open to others is closed as well.
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    chmodSync(this.dir, 0o700);
     if (options.idleCloseMs !== undefined) this.armIdleSweep(options.idleCloseMs);
   }
 
@@ -133,11 +138,13 @@ export class CellRegistry implements QueueCells {
           ids: this.ids,
           durability: this.options.durability ?? "full",
           config,
-          resolveCell: (queue) => this.openExisting(queue),
+          resolveCell: (queue) => this.options.resolveElsewhere?.(queue) ?? this.openExisting(queue),
           onBackgroundError: this.options.onBackgroundError,
           onWarning: this.options.onWarning,
           observer: this.options.observe?.(name),
           syncFile: this.options.syncFile,
+          onClosing: this.options.onCellClosing as ((cell: CellCore) => void) | undefined,
+          onCommitted: this.options.onCellCommitted as ((cell: CellCore) => void) | undefined,
         }),
     );
     this.cells.set(name, opening);
@@ -230,50 +237,14 @@ export class CellRegistry implements QueueCells {
     return [...this.cells.keys()];
   }
 
-  /**
-   * Every cell on disk, open or not. What is not a regular file (a directory, a socket) is passed
-   * over; a file that cannot be opened or read (out of descriptors, removed meanwhile, damaged, not
-   * a database) is told to onWarning and passed over, rather than failing the whole listing.
-   */
+  /** Every cell on disk, open or not (see CellDirectory.storedNames). */
   storedNames(): string[] {
-    const names: string[] = [];
-    for (const file of readdirSync(this.dir)) {
-      if (!file.endsWith(".sqlite")) continue;
-      const path = join(this.dir, file);
-      let db: Database.Database | undefined;
-      try {
-        // Followed, as SQLite would follow a link to a cell's file.
-        if (!statSync(path).isFile()) continue;
-        db = new Database(path, { readonly: true, fileMustExist: true });
-        const row = db.prepare("SELECT value FROM meta WHERE key = 'name'").get() as { value: string } | undefined;
-        if (row !== undefined) names.push(row.value);
-      } catch (error) {
-        // A SQLite file of another program, without the table, is not a cell; anything else may be one.
-        if (!(error instanceof Database.SqliteError && /^no such table: meta$/.test(error.message))) {
-          this.options.onWarning?.(`${path} is left out of the stored queues: it could not be read: ${(error as Error).message}`);
-        }
-      } finally {
-        db?.close();
-      }
-    }
-    return names.sort();
+    return this.directory.storedNames();
   }
 
-  /**
-   * The queue files on disk, open or not, and the bytes they take with their logs and indexes:
-   * from the directory's listing and the files' sizes, without opening any (a file another
-   * program left here counts as a queue).
-   */
+  /** The queue files on disk and the bytes they take (see CellDirectory.diskUsage). */
   diskUsage(): { queues: number; bytes: number } {
-    let queues = 0;
-    let bytes = 0;
-    for (const file of readdirSync(this.dir)) {
-      if (!/\.sqlite(-wal|-shm)?$/.test(file)) continue;
-      if (file.endsWith(".sqlite")) queues += 1;
-      // A queue dropped meanwhile has no file left to measure.
-      bytes += statSync(join(this.dir, file), { throwIfNoEntry: false })?.size ?? 0;
-    }
-    return { queues, bytes };
+    return this.directory.diskUsage();
   }
 
   /** Closes the cell if open and removes its files: every message of the queue is gone. */
@@ -316,8 +287,6 @@ export class CellRegistry implements QueueCells {
   }
 
   pathOf(name: string): string {
-    const slug = name.replace(/[^A-Za-z0-9_-]+/g, "_").slice(-60);
-    const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
-    return join(this.dir, `${slug}-${hash}.sqlite`);
+    return this.directory.pathOf(name);
   }
 }

@@ -1,0 +1,8 @@
+import { parentPort, workerData } from "node:worker_threads";
+import { CellThreadServer } from "./cell-thread-server.ts";
+import type { CellThreadParameters } from "./protocol.ts";
+
+// A cell thread's program (started by ThreadLink through cell-thread.mjs): it serves its port
+// until the main thread terminates it.
+if (parentPort === null) throw new Error("cell-thread.ts runs as a worker thread (ThreadedCellRegistry starts it)");
+new CellThreadServer(parentPort, workerData as CellThreadParameters);
