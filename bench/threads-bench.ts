@@ -13,10 +13,10 @@
  */
 import { availableParallelism } from "node:os";
 import { loadLine } from "./machine-load.ts";
-import { placementName, threadsAvailable, type Placement } from "./thread-registries.ts";
+import { placementName, threadsAvailable, threadsOf, type Placement } from "./thread-registries.ts";
 import { growthLines, machineLine, queueCountLines } from "./threads-report.ts";
 import { outlookLines } from "./threads-outlook.ts";
-import { measureRun, type RunFigures, type RunTiming } from "./threads-run.ts";
+import { measureRun, queueNames, type RunFigures, type RunTiming } from "./threads-run.ts";
 import { batchMessages, bodyBytes } from "./queue-loops.ts";
 
 const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
@@ -45,6 +45,16 @@ function placementsFor(queues: number, cores: number, options: ThreadsBenchOptio
   return [{ threads: 0 }, { threads: options.threads ?? Math.min(queues, cores) }];
 }
 
+/** Which thread each queue of each threaded run falls on. */
+function placementLine(cores: number, options: ThreadsBenchOptions): string {
+  return queueCounts
+    .map((queues) => {
+      const threads = placementsFor(queues, cores, options).find((p) => p.threads > 0)!.threads;
+      return `${queues} queue${queues === 1 ? "" : "s"} on ${threads}: ${threadsOf(queueNames(queues), threads).join(", ")}`;
+    })
+    .join("; ");
+}
+
 export async function runThreadsBench(options: ThreadsBenchOptions = {}, log: (line: string) => void = console.log): Promise<void> {
   const cores = availableParallelism();
   log(
@@ -54,6 +64,7 @@ export async function runThreadsBench(options: ThreadsBenchOptions = {}, log: (l
       `${timing.warmUpMs / 1000} s warm-up, ${timing.windowMs / 1000} s measured, ${rounds} rounds, medians; ${loadLine(cores)}`,
   );
   if (!threadsAvailable) log("  (cells on worker threads are not on this branch yet: unthreaded runs only)");
+  else log(`  queues on cell threads (the registry's hash of their names): ${placementLine(cores, options)}`);
   const runs: RunFigures[] = [];
   for (let round = 0; round < rounds; round++) {
     const parts: string[] = [];

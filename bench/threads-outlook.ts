@@ -3,7 +3,8 @@
  * message (a projection, printed as one): which thread caps the aggregate with every cell on the
  * main thread, which with cells on worker threads, and how many cores it takes to get there.
  */
-import { fmt } from "../packages/queue-cell/bench/bench-stats.ts";
+import { fmt, median } from "../packages/queue-cell/bench/bench-stats.ts";
+import { batchMessages } from "./queue-loops.ts";
 import { totalMs, type CpuMs } from "./thread-cpu.ts";
 import { medianRun } from "./threads-report.ts";
 import type { RunFigures } from "./threads-run.ts";
@@ -34,34 +35,57 @@ function busyNote(run: RunFigures, cpu: CpuMs): string {
 
 export function outlookLines(runs: readonly RunFigures[], cores: number): string[] {
   const most = Math.max(...runs.map((r) => r.queues));
+  const lines = [`what a larger machine should show, and why (a projection from this run's figures, not a measurement):`, whereWorkRuns];
   const unthreadedRuns = runs.filter((r) => r.queues === most && r.placement.threads === 0);
   const threadedRuns = runs.filter((r) => r.queues === most && r.placement.threads > 0);
-  const lines = [`what a larger machine should show, and why (a projection from this run's CPU per message at ${most} queues, not a measurement):`, whereWorkRuns];
   const unthreaded = medianRun(unthreadedRuns);
   if (unthreaded.main === undefined) return [...lines, "  (no /proc here: no CPU per thread to project from)"];
   const m0 = perMessageUs(unthreaded, unthreaded.main);
   lines.push(
-    `  unthreaded: the main thread spends ${fmt(m0)} µs per message (loops and cells together), so the aggregate stays under ` +
+    `  unthreaded, ${most} queues: the main thread spends ${fmt(m0)} µs per message (loops and cells together), so the aggregate stays under ` +
       `${fmt(1e6 / m0)} msg/s however many cores and queues there are: one thread does all of it. ${busyNote(unthreaded, unthreaded.main)}`,
   );
   if (threadedRuns.length === 0) return [...lines, "  threaded: not measured on this branch."];
   const threaded = medianRun(threadedRuns);
   if (threaded.main === undefined || threaded.cellThreads.some((c) => c === undefined)) return [...lines, "  threaded: no CPU per thread to project from."];
-  const m1 = perMessageUs(threaded, threaded.main);
-  const c1 = threaded.cellThreads.reduce((sum, c) => sum + perMessageUs(threaded, c!), 0);
-  const threadsToFill = Math.ceil(c1 / m1);
-  lines.push(
-    `  threaded: the main thread spends ${fmt(m1)} µs per message and the cell threads ${fmt(c1)} µs between them. One cell thread ` +
-      `carries up to ${fmt(1e6 / c1)} msg/s on a core of its own; the main thread caps the aggregate at ${fmt(1e6 / m1)} msg/s, reached with ` +
-      `about ${threadsToFill} busy cell thread${threadsToFill === 1 ? "" : "s"}. So on a machine with ${threadsToFill + 1} or more free ` +
-      `cores and at least ${threadsToFill} busy queues, expect about ${(m0 / m1).toFixed(1)}× the unthreaded aggregate (${fmt(m0)} / ` +
-      `${fmt(m1)} µs on the main thread); more threads than that add nothing until the main thread's own work shrinks or is split ` +
-      `(more host processes). ${busyNote(threaded, threaded.main)} With fewer busy queues than threads, the aggregate is that of the busy queues' threads: one queue never ` +
-      `uses more than one cell thread, as its cell has a single writer.`,
-  );
+  lines.push(threadedCeiling(threaded, m0, most), callTimeLine(runs));
   lines.push(
     `  here: ${cores} cores shared with other work, so the cell threads and the main thread did not each have a core of their own, and the ` +
-      `threaded gain here is what was left of a second core after the machine's other work (see the line above).`,
+      `threaded runs had only what was left of a second core after the machine's other work (see the line above).`,
   );
   return lines;
+}
+
+/** The threaded aggregate's CPU ceiling: the main thread's share per message, and the cell threads' to fill it. */
+function threadedCeiling(threaded: RunFigures, m0: number, queues: number): string {
+  const m1 = perMessageUs(threaded, threaded.main!);
+  const c1 = threaded.cellThreads.reduce((sum, c) => sum + perMessageUs(threaded, c!), 0);
+  const threadsToFill = Math.ceil(c1 / m1);
+  return (
+    `  threaded, ${queues} queues: the main thread spends ${fmt(m1)} µs per message and the cell threads ${fmt(c1)} µs between them. One cell ` +
+    `thread carries up to ${fmt(1e6 / c1)} msg/s on a core of its own; the main thread caps the aggregate at ${fmt(1e6 / m1)} msg/s, reached ` +
+    `with about ${threadsToFill} busy cell thread${threadsToFill === 1 ? "" : "s"}. So once the load would keep an unthreaded main thread ` +
+    `full (many busy queues, or many calls in flight), on a machine with ${threadsToFill + 1} or more free cores, expect up to about ` +
+    `${(m0 / m1).toFixed(1)}× the unthreaded aggregate (${fmt(m0)} / ${fmt(m1)} µs on the main thread); more threads than that add nothing ` +
+    `until the main thread's own work shrinks or is split (more host processes). ${busyNote(threaded, threaded.main!)} One queue never uses ` +
+    `more than one cell thread: its cell has a single writer.`
+  );
+}
+
+/**
+ * What a producer that awaits each call waits, unthreaded and threaded, at one queue: the hop to
+ * the cell's thread and back is added to every call, and no number of cores takes it away.
+ */
+function callTimeLine(runs: readonly RunFigures[]): string {
+  const callMs = (threaded: boolean): number => {
+    const mine = runs.filter((r) => r.queues === 1 && (r.placement.threads > 0) === threaded);
+    return median(mine.map((r) => (1000 * batchMessages) / r.sentPerSecond));
+  };
+  const [alone, hopped] = [callMs(false), callMs(true)];
+  return (
+    `  but a queue whose producer awaits each call is held by the call's time, not by cores: one sendBatch(${batchMessages}) took ` +
+    `${alone.toFixed(2)} ms unthreaded and ${hopped.toFixed(2)} ms on a cell thread (1 queue, medians), the hop to the thread and back ` +
+    `(the call and its answer copied through a MessagePort: a send's bodies go over, a lease's come back) ${hopped > alone ? `adding ${(hopped - alone).toFixed(2)} ms` : "adding nothing measurable"}. ` +
+    `Threads raise the aggregate only where the main thread, not the calls' round trips, was the limit.`
+  );
 }

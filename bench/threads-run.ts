@@ -29,6 +29,11 @@ export interface RunFigures {
   machine: OtherWork | undefined;
 }
 
+/** The names of a run's queues (on 2 threads, the registry's hash puts them on threads 0, 1, 0, 1). */
+export function queueNames(queues: number): string[] {
+  return Array.from({ length: queues }, (_, i) => `bench-${i}`);
+}
+
 export interface RunTiming {
   warmUpMs: number;
   windowMs: number;
@@ -49,7 +54,7 @@ export async function measureRun(placement: Placement, queues: number, timing: R
   const registry = openRegistry(placement, dataDir);
   const stop = new AbortController();
   try {
-    const cells = await Promise.all(Array.from({ length: queues }, (_, i) => registry.open(`bench-${i}`)));
+    const cells = await Promise.all(queueNames(queues).map((name) => registry.open(name)));
     const loads = cells.map((cell) => loadQueue(cell, stop.signal));
     const tallies = loads.map((l) => l.tally);
     // A call that fails ends the run at once rather than after the window.
