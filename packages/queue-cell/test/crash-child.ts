@@ -18,9 +18,13 @@
  * frames of the sends since the last truncation are then copied by the truncation itself, with
  * both flushes, under the kill. (A send cannot commit while the thread truncates: its group waits
  * for the truncation, or, before the thread starts it, cancels it; see SqliteFile.writesHeld.)
+ * With CELLD_CRASH_THREADS=1, argv[2] is a data directory and the cell "crash" is opened through a
+ * ThreadedCellRegistry of two threads (with its default store, so none of the modes above): every
+ * call crosses to the cell's thread and back, and "sent"/"acked" are printed when the main thread
+ * has the answer, so the kill also lands between a commit on the thread and its answer on main.
  */
 import { statSync } from "node:fs";
-import { QueueCell, SqliteCellStore } from "../src/index.ts";
+import { QueueCell, SqliteCellStore, ThreadedCellRegistry, type Cell } from "../src/index.ts";
 import { WalCheckpointer } from "../src/wal-checkpointer.ts";
 
 const path = process.argv[2]!;
@@ -29,14 +33,28 @@ const compact = process.env.CELLD_CRASH_COMPACT === "1";
 const idle = process.env.CELLD_CRASH_IDLE === "1";
 const [killAtTruncation = 0, killAfterUs = 0, killLate = 0] = (process.env.CELLD_CRASH_TRUNCATE_KILL ?? "0 0 0").split(" ").map(Number);
 let truncations = 0;
-const store = new SqliteCellStore(path, {
-  durability: "full",
-  checkpointWalBytes,
-  ...(compact ? { compaction: { freeBytesMin: 32 * 1024, liveBytesMax: 8 * 1024 * 1024 } } : {}),
-  ...(idle ? { walTruncateIdleMs: 2, truncateLog, copyLog } : {}),
-  onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
-});
-const cell = new QueueCell({ name: "crash", store });
+const threaded = process.env.CELLD_CRASH_THREADS === "1";
+const cell: Cell = threaded ? await openThreaded() : new QueueCell({ name: "crash", store: openStore() });
+
+async function openThreaded(): Promise<Cell> {
+  const registry = new ThreadedCellRegistry({
+    dataDir: path,
+    threads: 2,
+    durability: "full",
+    onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
+  });
+  return registry.open("crash");
+}
+
+function openStore(): SqliteCellStore {
+  return new SqliteCellStore(path, {
+    durability: "full",
+    checkpointWalBytes,
+    ...(compact ? { compaction: { freeBytesMin: 32 * 1024, liveBytesMax: 8 * 1024 * 1024 } } : {}),
+    ...(idle ? { walTruncateIdleMs: 2, truncateLog, copyLog } : {}),
+    onBackgroundError: (error) => process.stderr.write(`background error: ${String(error)}\n`),
+  });
+}
 
 function out(line: string): void {
   // Synchronous write: a line printed is a line the parent will read, even if we die next.

@@ -3,12 +3,16 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { build } from "esbuild";
 import { beforeAll, expect, test } from "vitest";
+import { CellDirectory } from "../src/cell-directory.ts";
 import { QueueCell } from "../src/index.ts";
 import { readPackList } from "../src/message-pack.ts";
 import { prng } from "./simulation-model.ts";
 import { tempDir } from "./temp-dir.ts";
 
 const cycles = Number(process.env.CELLD_CRASH_CYCLES ?? (process.env.CELLD_SLOW === "1" ? 200 : 20));
+// A threaded child starts a cell thread (and its TypeScript loader) before it works: about a
+// second a cycle, so fewer of them.
+const threadCycles = Number(process.env.CELLD_CRASH_THREAD_CYCLES ?? (process.env.CELLD_SLOW === "1" ? 100 : 4));
 const childSource = join(import.meta.dirname, "crash-child.ts");
 // Bundled once into the repo's node_modules cache (so better-sqlite3 resolves): a plain .mjs
 // starts in tens of milliseconds, where a TypeScript loader costs most of a cycle.
@@ -53,10 +57,15 @@ interface TruncationKill {
 function runAndKill(
   path: string,
   killAfterMs: number,
-  modes: { compact: boolean; idle: boolean; truncationKill?: TruncationKill },
+  modes: { compact: boolean; idle: boolean; truncationKill?: TruncationKill; threads?: boolean },
 ): Promise<Printed> {
   return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, CELLD_CRASH_COMPACT: modes.compact ? "1" : "0", CELLD_CRASH_IDLE: modes.idle ? "1" : "0" };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      CELLD_CRASH_COMPACT: modes.compact ? "1" : "0",
+      CELLD_CRASH_IDLE: modes.idle ? "1" : "0",
+      CELLD_CRASH_THREADS: modes.threads === true ? "1" : "0",
+    };
     const kill = modes.truncationKill;
     if (kill !== undefined) env.CELLD_CRASH_TRUNCATE_KILL = `${kill.n} ${kill.us} ${kill.late ? 1 : 0}`;
     const proc = spawn(process.execPath, [child, path], { stdio: ["ignore", "pipe", "pipe"], env });
@@ -125,19 +134,7 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
     printed.acked.forEach((id) => everAcked.add(id));
     printed.acking.forEach((id) => everAcking.add(id));
     totalSent += printed.sent.size;
-    // Open as the next run would (recovery), then read what is really on disk.
-    const cell = new QueueCell({ name: "crash", path });
-    await cell.counts();
-    await cell.close();
-    const db = new Database(path, { readonly: true });
-    // Read from the rows themselves, not through the store: a pack's ids are in its list (read by
-    // the list's own decoder, since a short list holds only the first).
-    const present = new Set<string>();
-    for (const row of db.prepare("SELECT id, pack FROM messages").all() as Array<{ id: string; pack: string | null }>) {
-      if (row.pack === null) present.add(row.id);
-      else for (const [id] of readPackList(row.pack)) present.add(id);
-    }
-    db.close();
+    const present = await recoverAndRead(path);
     const lost = [...everSent].filter((id) => !everAcking.has(id) && !present.has(id));
     const revived = [...everAcked].filter((id) => present.has(id));
     expect(lost, `cycle ${cycle}: resolved sends missing after SIGKILL`).toEqual([]);
@@ -152,3 +149,44 @@ test(`crash: ${cycles} SIGKILLs under load lose no resolved send and revive no a
     expect(idleKills.afterCut, "no child was killed in a truncation after the log was cut").toBeGreaterThan(0);
   }
 });
+
+test(`crash on a cell thread: ${threadCycles} SIGKILLs of a threaded registry's process lose no answered send and revive no acked message`, { timeout: 3_600_000 }, async () => {
+  const dataDir = tempDir("celld-crash-threads-");
+  const path = new CellDirectory(dataDir).pathOf("crash");
+  const rand = prng(Number(process.env.CELLD_CRASH_SEED ?? 20261207));
+  const everSent = new Set<string>();
+  const everAcked = new Set<string>();
+  const everAcking = new Set<string>();
+  let totalSent = 0;
+  for (let cycle = 0; cycle < threadCycles; cycle++) {
+    const printed = await runAndKill(dataDir, 20 + rand.int(300), { compact: false, idle: false, threads: true });
+    printed.sent.forEach((id) => everSent.add(id));
+    printed.acked.forEach((id) => everAcked.add(id));
+    printed.acking.forEach((id) => everAcking.add(id));
+    totalSent += printed.sent.size;
+    const present = await recoverAndRead(path);
+    const lost = [...everSent].filter((id) => !everAcking.has(id) && !present.has(id));
+    const revived = [...everAcked].filter((id) => present.has(id));
+    expect(lost, `cycle ${cycle}: answered sends missing after SIGKILL`).toEqual([]);
+    expect(revived, `cycle ${cycle}: acked messages back after SIGKILL`).toEqual([]);
+  }
+  expect(totalSent, "the child did not get to send anything; the test proved nothing").toBeGreaterThan(threadCycles);
+  console.log(`crash on a cell thread: ${totalSent} answered sends, ${everAcked.size} acked messages over ${threadCycles} kills`);
+});
+
+/** Opens the file as the next run would (recovery), then reads the ids really on disk. */
+async function recoverAndRead(path: string): Promise<Set<string>> {
+  const cell = new QueueCell({ name: "crash", path });
+  await cell.counts();
+  await cell.close();
+  const db = new Database(path, { readonly: true });
+  // Read from the rows themselves, not through the store: a pack's ids are in its list (read by
+  // the list's own decoder, since a short list holds only the first).
+  const present = new Set<string>();
+  for (const row of db.prepare("SELECT id, pack FROM messages").all() as Array<{ id: string; pack: string | null }>) {
+    if (row.pack === null) present.add(row.id);
+    else for (const [id] of readPackList(row.pack)) present.add(id);
+  }
+  db.close();
+  return present;
+}

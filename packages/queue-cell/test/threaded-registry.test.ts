@@ -299,8 +299,10 @@ test("a restart on the same directory keeps every queue and message", async () =
   await plain.closeAll();
 });
 
-test("bad options are refused, naming the field and the bound", () => {
+test("bad options are refused, naming the field and the bound", async () => {
   const dataDir = tempDir();
+  // The bound itself is taken (threads start at their first queue, so none starts here).
+  await new ThreadedCellRegistry({ dataDir, threads: limits.cellThreadsMax }).closeAll();
   expect(() => new ThreadedCellRegistry({ dataDir, threads: 0 })).toThrow(new RangeError(`threads must be a whole number from 1 to ${limits.cellThreadsMax}, got 0`));
   expect(() => new ThreadedCellRegistry({ dataDir, threads: limits.cellThreadsMax + 1 })).toThrow(RangeError);
   expect(() => new ThreadedCellRegistry({ dataDir, threads: 1.5 })).toThrow(RangeError);
