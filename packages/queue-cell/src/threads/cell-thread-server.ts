@@ -2,7 +2,6 @@ import { fdatasync } from "node:fs";
 import type { MessagePort } from "node:worker_threads";
 import { emptyTally, type CellObserver, type CellTally } from "../cell-observer.ts";
 import type { DeadLetterTarget } from "../dead-letter-mover.ts";
-import { systemClock } from "../clock.ts";
 import { CellError } from "../errors.ts";
 import { CellRegistry } from "../registry.ts";
 import type { QueueCell } from "../sqlite-queue-cell.ts";
@@ -11,6 +10,7 @@ import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
 import { ownerOf } from "./owner-hash.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
+import { sharedNow } from "./shared-now.ts";
 import { readThreadCpu } from "./thread-cpu.ts";
 
 /**
@@ -231,7 +231,21 @@ export class CellThreadServer {
     this.changed.delete(name);
     const handle = this.latestHandle.get(name) ?? 0;
     const cell = this.cells.get(handle);
-    return { handle, name, ...(cell === undefined ? {} : { mirror: mirrorOf(cell) }), ...(tally === undefined ? {} : { tally }) };
+    const mirror = cell === undefined ? undefined : this.mirrorOrNone(cell);
+    return { handle, name, ...(mirror === undefined ? {} : { mirror }), ...(tally === undefined ? {} : { tally }) };
+  }
+
+  /**
+   * The mirror of `cell`, or none if it cannot be read (a store that failed under it): the main
+   * side keeps the last one, and the failure reaches callers through their own calls. An error
+   * thrown here, from a timer, would end the thread.
+   */
+  private mirrorOrNone(cell: QueueCell): CellMirror | undefined {
+    try {
+      return mirrorOf(cell);
+    } catch {
+      return undefined;
+    }
   }
 
   private armUpdate(): void {
@@ -251,7 +265,7 @@ export class CellThreadServer {
 
   private refreshDelayed(): void {
     for (const cell of this.cells.values()) {
-      if (!cell.isClosed && cell.committedCounts().delayed > 0) this.changed.add(cell.name);
+      if (!cell.isClosed && (this.mirrorOrNone(cell)?.counts.delayed ?? 0) > 0) this.changed.add(cell.name);
     }
     if (this.changed.size > 0) this.armUpdate();
   }
@@ -282,7 +296,7 @@ export class CellThreadServer {
 }
 
 function mirrorOf(cell: QueueCell): CellMirror {
-  return { config: cell.queueConfig, counts: cell.committedCounts(), nowOffsetMs: cell.now() - systemClock.now(), idleSince: cell.idleSince() };
+  return { config: cell.queueConfig, counts: cell.committedCounts(), nowOffsetMs: cell.now() - sharedNow(), idleSince: cell.idleSince() };
 }
 
 /**

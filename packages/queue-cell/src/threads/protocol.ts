@@ -57,7 +57,7 @@ export type RegistryMethod = "open" | "openExisting" | "drop" | "close" | "close
 export interface CellMirror {
   config: QueueConfig;
   counts: CellCounts;
-  /** The cell's time minus the system clock's (CellTime runs ahead after a clock went back). */
+  /** The cell's time minus sharedNow() (CellTime runs ahead after a clock went back). */
   nowOffsetMs: number;
   idleSince: number | undefined;
 }
