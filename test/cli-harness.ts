@@ -12,9 +12,10 @@ export interface Run {
   killGroup: (signal: NodeJS.Signals) => void;
 }
 
-export function run(args: string[], cwd: string, options: { detached?: boolean } = {}): Run {
+export function run(args: string[], cwd: string, options: { detached?: boolean; env?: Record<string, string> } = {}): Run {
   // detached: its own process group, so that a test can kill celld and its workerd at once.
-  const proc = spawn(process.execPath, [celld, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], detached: options.detached ?? false });
+  const env = options.env === undefined ? undefined : { ...process.env, ...options.env };
+  const proc = spawn(process.execPath, [celld, ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: options.detached ?? false });
   let output = "";
   proc.stdout.on("data", (d: Buffer) => (output += d.toString()));
   proc.stderr.on("data", (d: Buffer) => (output += d.toString()));

@@ -140,6 +140,8 @@ export class QueueDirectory {
       return { row, settings, deadLetterPolicy: row.settings.deadLetterQueue === null ? "set" : "queue" };
     }
     if (cell === undefined) throw new Error(`assertion: Workers queue ${row.name} viewed without its cell`);
+    // A cell on a worker thread: a mirror, updated by the answer of each configure, so a change
+    // this API has answered is in it.
     const config = cell.queueConfig;
     const dl = config.deadLetter;
     return {

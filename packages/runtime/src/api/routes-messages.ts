@@ -91,6 +91,8 @@ async function lease(ctx: RouteContext): Promise<Reply> {
   const name = queueNameOf(ctx);
   const input = ctx.requestFormat === "protobuf" ? leaseFromProto(ctx.body as PbLeaseRequest) : leaseFromJson(ctx.body);
   return ctx.deps.directory.withCell(name, async (cell, row, queueGone) => {
+    // A cell on a worker thread: its mirror of queueConfig came with the answer of the configure
+    // that paused it, so a pause this API (or any) has answered is seen here.
     if (cell.queueConfig.deliveryPaused) throw deliveryPaused(row.name);
     const messages = await leaseForClient(
       cell,

@@ -3,6 +3,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ApiError, apiScopes, checkSegment } from "../api/index.ts";
 import { closestKey } from "../config/closest-key.ts";
 import { isFile as isFileOnDisk } from "../config/load.ts";
+import { cellThreadsOf } from "./cell-threads.ts";
 
 export interface DevArgs {
   configs: string[];
@@ -36,6 +37,8 @@ export interface DevArgs {
   /** Client connections open at once on --port / --api-port; unset: from the descriptor budget. */
   connectionsMax: number | undefined;
   apiConnectionsMax: number | undefined;
+  /** Worker threads the cells run on (`--cell-threads`, CELLD_CELL_THREADS); 0: the main thread. */
+  cellThreads: number;
 }
 
 export const logFormats = ["text", "json"] as const;
@@ -46,7 +49,7 @@ export class UsageError extends Error {
 }
 
 export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--host 127.0.0.1] [--workers-dev-domain DOMAIN] [--max-connections N] [--data DIR] [--api-port PORT] [--api-host 127.0.0.1] [--api-max-connections N] [--inspector-port PORT] [--test-scheduled] [--watch]
-                 [--log-requests] [--log-format text|json] [--metrics-public]
+                 [--log-requests] [--log-format text|json] [--metrics-public] [--cell-threads N]
 
   -c, --config FILE   a wrangler.toml, wrangler.json or wrangler.jsonc; repeat for several
                       Workers (each answers on --port: see below). Default: as wrangler finds it, in
@@ -85,9 +88,12 @@ export const usage = `Usage: celld dev [-c FILE]... [-e ENV] [--port 8787] [--ho
                       message, and the Worker, queue and other fields a line has)
   --metrics-public    serve GET /metrics on the API port without a key (otherwise a key
                       with the scope metrics:read)
+  --cell-threads N    run the queues' cells on N worker threads (each queue on one of them),
+                      so that many busy queues use more than one core; 0 (the default) keeps
+                      them on celld's main thread. Also CELLD_CELL_THREADS (docs/operating.md)
 
        celld serve [--data DIR] [--port 8787] [--host 127.0.0.1] [--api-port 8788] [--api-host 127.0.0.1]
-                   [--workers-env orgs/O/projects/P/envs/E] [--workers-dev-domain DOMAIN]
+                   [--workers-env orgs/O/projects/P/envs/E] [--workers-dev-domain DOMAIN] [--cell-threads N]
                       run what was last deployed to DIR (default ./.celld; nothing on a new
                       one) and take deploys from wrangler pointed at the API port's
                       /client/v4 with a key of scope workers:write of the --workers-env
@@ -241,11 +247,13 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
       "log-requests": { type: "boolean" },
       "log-format": { type: "string" },
       "metrics-public": { type: "boolean" },
+      "cell-threads": { type: "string" },
     },
     strict: true,
     allowPositionals: false,
   });
   const environment = environmentName(values.env, processEnv);
+  const cellThreads = cellThreadsOf(values["cell-threads"], processEnv);
   const { configs, warnings } = devConfigs(values.config ?? [], cwd);
   const { workersPort, apiPort, inspectorPort } = devPorts(values);
   const logFormat = values["log-format"] ?? "text";
@@ -276,6 +284,7 @@ export function parseDevArgs(argv: string[], cwd: string, processEnv: Readonly<R
     logRequests: values["log-requests"] ?? false,
     logFormat: logFormat as LogFormat,
     metricsPublic: values["metrics-public"] ?? false,
+    cellThreads,
   };
 }
 

@@ -161,6 +161,7 @@ class DevSession {
       connectionsMax: this.maxima.workers,
       log: this.log,
       cellIdleCloseMs,
+      cellThreads: this.args.cellThreads,
       triggerHandlers: this.args.testScheduled,
       inspectorPort: this.inspectorPort,
       callerHandlesStopSignals: true,

@@ -12,7 +12,8 @@ export const exitStatus = {
   usage: 2,
   /**
    * The deployment's files cannot start: the config does not parse or validate, `main` is missing,
-   * a Worker does not bundle, `.dev.vars` is malformed, workerd refuses a config key. sysexits.h's
+   * a Worker does not bundle, `.dev.vars` is malformed, workerd refuses a config key, a setting is
+   * out of its bound (`--cell-threads`, CELLD_CELL_THREADS: cli/cell-threads.ts). sysexits.h's
    * EX_CONFIG, which systemd's table of exit statuses names CONFIG.
    */
   config: 78,

@@ -23,7 +23,7 @@ async function main(argv: string[]): Promise<number> {
     case "dev":
       return dev(parseDevArgs(rest, process.cwd(), process.env));
     case "serve":
-      return serve(parseServeArgs(rest, process.cwd()));
+      return serve(parseServeArgs(rest, process.cwd(), process.env));
     case "keys":
       return keys(parseKeysArgs(rest, process.cwd()));
     case "d1":

@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { checkEnvName } from "../api/names.ts";
 import { defaultWorkerEnv } from "../api/queue-directory.ts";
 import { UsageError, parseOptions, port } from "./args.ts";
+import { cellThreadsOf } from "./cell-threads.ts";
 
 export interface ServeArgs {
   dataDir: string;
@@ -17,9 +18,11 @@ export interface ServeArgs {
    * bind; only its tokens deploy. Default the one `celld dev`'s Workers use.
    */
   workersEnv: string;
+  /** Worker threads the cells run on (`--cell-threads`, CELLD_CELL_THREADS); 0: the main thread. */
+  cellThreads: number;
 }
 
-export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
+export function parseServeArgs(argv: string[], cwd: string, processEnv: Readonly<Record<string, string | undefined>> = {}): ServeArgs {
   const { values } = parseOptions({
     args: argv,
     options: {
@@ -30,6 +33,7 @@ export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
       "api-host": { type: "string" },
       "workers-dev-domain": { type: "string" },
       "workers-env": { type: "string" },
+      "cell-threads": { type: "string" },
     },
     strict: true,
     allowPositionals: false,
@@ -47,6 +51,7 @@ export function parseServeArgs(argv: string[], cwd: string): ServeArgs {
     apiHost: values["api-host"] ?? "127.0.0.1",
     workersDevDomain: values["workers-dev-domain"],
     workersEnv: workersEnv(values["workers-env"]),
+    cellThreads: cellThreadsOf(values["cell-threads"], processEnv),
   };
 }
 

@@ -35,7 +35,7 @@ export async function serve(args: ServeArgs): Promise<number> {
   const none = { workers: [], queues: [], warnings: [] };
   let registry: QueueCells;
   try {
-    registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs }, none, systemClock, log);
+    registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs, cellThreads: args.cellThreads }, none, systemClock, log);
   } catch (error) {
     unlock();
     throw error;

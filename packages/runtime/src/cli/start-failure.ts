@@ -2,6 +2,7 @@ import { formatBundleMessage, isBundleError } from "../bundle/bundle.ts";
 import { ApiError } from "../api/index.ts";
 import { RuntimeStartError } from "../workerd/runtime-start.ts";
 import { exitStatus } from "./exit-status.ts";
+import { SettingError } from "./cell-threads.ts";
 
 /**
  * Errors whose message says all a user needs: printed alone, without a stack. A data directory
@@ -24,6 +25,7 @@ export function describeStartFailure(error: unknown): { lines: string[]; status:
     return { lines: [(error as Error).message], status: blamesConfig ? exitStatus.config : exitStatus.failed };
   }
   if (error instanceof ApiError) return { lines: [error.message], status: exitStatus.failed };
+  if (error instanceof SettingError) return { lines: [error.message], status: exitStatus.config };
   if (isBundleError(error)) {
     return {
       lines: ["the Worker could not be bundled:", ...error.messages.map((m) => `  ${formatBundleMessage(m)}`)],

@@ -38,6 +38,12 @@ export interface HostOptions {
   clock?: Clock;
   log?: HostLog;
   durability?: Durability;
+  /**
+   * Worker threads the cells run on (a ThreadedCellRegistry: each queue owned by one thread), so
+   * that many busy queues use more than one core; 0 or unset: every cell on the main thread. Needs
+   * the system clock (a fake clock cannot cross threads); ignored with `registry`, whose maker chose.
+   */
+  cellThreads?: number;
   /** Close a queue's cell after it has been idle this long (it reopens on use). Unset: never. */
   cellIdleCloseMs?: number;
   /** Consumer wall-time limit in seconds (15 minutes unless a test sets less). */

@@ -17,7 +17,7 @@ import { CronTriggersPlugin } from "../plugins/cron-triggers-plugin.ts";
 import { TailPlugin } from "../plugins/tail-plugin.ts";
 import { QueueErrorMarks } from "../worker-code/queue-error-record.ts";
 import { ServiceWorkerConsole } from "../worker-code/service-worker-console.ts";
-import { openCellRegistry } from "./cell-registry-start.ts";
+import { checkCellThreadsClock, openCellRegistry } from "./cell-registry-start.ts";
 import { claimDataDir } from "./data-dir-claim.ts";
 import { dataDirUnusable } from "./data-dir-lock.ts";
 import { checkPortFree } from "./port-check.ts";
@@ -43,6 +43,7 @@ export async function startHost(options: HostOptions): Promise<Host> {
   const listenHost = options.host ?? "127.0.0.1";
   const listenPort = options.port ?? 8787;
   const clock = options.clock ?? systemClock;
+  if (options.registry === undefined) checkCellThreadsClock(options.cellThreads ?? 0, options.clock);
   if (options.registry !== undefined) {
     await checkPortFree(listenHost, listenPort);
     const basics = { log, clock, registry: options.registry, ownsRegistry: false, unlock: () => undefined, listenHost, listenPort, router };

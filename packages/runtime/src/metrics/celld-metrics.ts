@@ -3,6 +3,7 @@ import { performance } from "node:perf_hooks";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { CellObserver, CellTally, SyncFile } from "@celld/queue-cell";
 import { ConnectionMetrics } from "./connection-metrics.ts";
+import { ThreadCpuMetrics } from "./thread-cpu-metrics.ts";
 import { queueLabelsOf, type QueueLabels } from "./queue-labels.ts";
 
 const queueLabelNames = ["environment", "queue"] as const;
@@ -58,6 +59,8 @@ export class CelldMetrics {
   readonly workerdRestarts: Counter;
   /** The ports' client connections (their guards' counters). */
   readonly connections: ConnectionMetrics;
+  /** CPU time by thread, with cell threads (`--cell-threads`). */
+  readonly threadCpu: ThreadCpuMetrics;
 
   constructor(options: { workerEnv: string }) {
     this.workerEnv = options.workerEnv;
@@ -115,6 +118,7 @@ export class CelldMetrics {
       registers,
     });
     this.connections = new ConnectionMetrics(this.registry);
+    this.threadCpu = new ThreadCpuMetrics(this.registry);
     collectDefaultMetrics({ register: this.registry });
     // Gauges named like counters, which promtool's lint refuses; what they count (open handles,
     // requests, resources) says little about a queue host.
@@ -146,6 +150,11 @@ export class CelldMetrics {
         };
       },
     };
+  };
+
+  /** A flush's time measured elsewhere: on a cell thread (ThreadedCellRegistryOptions.onFileSynced). */
+  readonly fileSynced = (seconds: number): void => {
+    this.fsyncSeconds.observe(seconds);
   };
 
   /** fs.fdatasync, timed: what every cell's store flushes its log with. */

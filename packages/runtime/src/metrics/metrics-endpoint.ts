@@ -1,4 +1,4 @@
-import type { QueueCells, Clock } from "@celld/queue-cell";
+import { ThreadedCellRegistry, type QueueCells, type Clock } from "@celld/queue-cell";
 import { CelldMetrics } from "./celld-metrics.ts";
 import { expose, type Exposition } from "./exposition.ts";
 import { QueueGauges, type ConsumerLoad } from "./queue-gauges.ts";
@@ -22,6 +22,8 @@ export class MetricsEndpoint {
     this.public = options.public ?? false;
     const clock = options.clock;
     this.gauges = new QueueGauges(options.metrics, options.registry, options.consumers, clock === undefined ? undefined : () => clock.now());
+    const { registry } = options;
+    if (registry instanceof ThreadedCellRegistry) options.metrics.threadCpu.watch(() => registry.threadCpu());
   }
 
   /** `environment`: only that environment's queues (a key's); undefined: every queue. */

@@ -53,7 +53,12 @@ export class QueueGauges {
     this.openCells = gaugeIn(metrics.registry, { name: "celld_open_cells", help: "Queue cells (SQLite files) open now.", registers });
   }
 
-  /** Reads every open cell and sets the gauges; drops the series of queues deleted since. */
+  /**
+   * Reads every open cell and sets the gauges; drops the series of queues deleted since. A cell on
+   * a worker thread answers committedCounts and queueConfig from a mirror its thread updates with
+   * every answer and within a few ms of other commits: a scrape shows that moment, which the next
+   * scrape follows, as it would a local cell's commits after the read.
+   */
   refresh(): void {
     const open = this.registry.openCells();
     this.openCells.set(open.length);

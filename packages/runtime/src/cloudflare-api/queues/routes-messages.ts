@@ -67,6 +67,7 @@ async function pull(ctx: CloudflareContext): Promise<CloudflareReply> {
   const visibilityMs = intIn(body["visibility_timeout_ms"], "visibility_timeout_ms", 1, limits.visibilityTimeoutSecondsMax * 1000);
   const wait = intIn(body["wait_seconds"], "wait_seconds", 0, limits.leaseWaitSecondsMax) ?? 0;
   return ctx.deps.directory.withCell(row.name, async (cell, _row, queueGone) => {
+    // Current for a cell on a worker thread too (see the native API's lease).
     if (cell.queueConfig.deliveryPaused) {
       // Cloudflare's answer to a pull from a paused queue: 409, queue_delivery_paused.
       throw new CloudflareError(409, queueCodes.bodyInvalid, `queue_delivery_paused: delivery of queue ${row.queue} is paused (wrangler queues resume-delivery ${row.queue})`);
