@@ -23,7 +23,7 @@ const quietLog: HostLog = {
 export async function startProjectHost(
   prefix: string,
   files: { "wrangler.toml": string; [name: string]: string },
-  options: Pick<HostOptions, "onBatch" | "onSendStages" | "consumerBatchBytesInFlightMax">,
+  options: Pick<HostOptions, "onBatch" | "onSendStages" | "consumerBatchBytesInFlightMax" | "cellThreads">,
 ): Promise<ServedHost> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const remove = (): void => rmSync(dir, { recursive: true, force: true });

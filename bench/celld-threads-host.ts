@@ -11,10 +11,9 @@ const queues = Number(process.env.CELLD_BENCH_THREADS_QUEUES ?? 1);
 const cellThreads = Number(process.env.CELLD_BENCH_CELL_THREADS ?? 0);
 
 serveHost(async (consumed) => {
-  if (cellThreads !== 0) throw new Error("HostOptions.cellThreads is not on this branch yet");
   return startProjectHost(
     "celld-threads-host-bench-",
     { "wrangler.toml": threadsWranglerToml(queues), "worker.js": threadsWorkerScript },
-    { onBatch: (report) => consumed(report.acked) },
+    { onBatch: (report) => consumed(report.acked), cellThreads },
   );
 });

@@ -12,12 +12,6 @@ export interface Placement {
   threads: number;
 }
 
-/** Whether this branch has the threaded registry yet (ThreadedCellRegistry, issue 34). */
-export const threadsAvailable = true;
-
-/** Whether this branch's host takes HostOptions.cellThreads yet (issue 34). */
-export const hostThreadsAvailable = false;
-
 export interface BenchRegistry {
   open(name: string): Promise<LoadedCell>;
   /** Each cell thread's CPU so far, in thread order; [] when the cells run on the main thread. */

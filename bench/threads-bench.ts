@@ -13,7 +13,7 @@
  */
 import { availableParallelism } from "node:os";
 import { loadLine } from "./machine-load.ts";
-import { placementName, threadsAvailable, threadsOf, type Placement } from "./thread-registries.ts";
+import { placementName, threadsOf, type Placement } from "./thread-registries.ts";
 import { growthLines, machineLine, queueCountLines } from "./threads-report.ts";
 import { outlookLines } from "./threads-outlook.ts";
 import { measureRun, queueNames, type RunFigures, type RunTiming } from "./threads-run.ts";
@@ -41,7 +41,6 @@ export function threadsBenchOptions(args: readonly string[]): ThreadsBenchOption
 }
 
 function placementsFor(queues: number, cores: number, options: ThreadsBenchOptions): Placement[] {
-  if (!threadsAvailable) return [{ threads: 0 }];
   return [{ threads: 0 }, { threads: options.threads ?? Math.min(queues, cores) }];
 }
 
@@ -63,8 +62,7 @@ export async function runThreadsBench(options: ThreadsBenchOptions = {}, log: (l
       `sendBatch(${batchMessages} x ${bodyBytes} B) and one consumer (lease ${batchMessages}, ack), on the main thread; durability "full"; ` +
       `${timing.warmUpMs / 1000} s warm-up, ${timing.windowMs / 1000} s measured, ${rounds} rounds, medians; ${loadLine(cores)}`,
   );
-  if (!threadsAvailable) log("  (cells on worker threads are not on this branch yet: unthreaded runs only)");
-  else log(`  queues on cell threads (the registry's hash of their names): ${placementLine(cores, options)}`);
+  log(`  queues on cell threads (the registry's hash of their names): ${placementLine(cores, options)}`);
   const runs: RunFigures[] = [];
   for (let round = 0; round < rounds; round++) {
     const parts: string[] = [];

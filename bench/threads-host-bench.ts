@@ -11,7 +11,6 @@
 import { availableParallelism } from "node:os";
 import { loadLine } from "./machine-load.ts";
 import { fmt, median, ratioLine } from "../packages/queue-cell/bench/bench-stats.ts";
-import { hostThreadsAvailable } from "./thread-registries.ts";
 import type { ThreadsBenchOptions } from "./threads-bench.ts";
 import { measureHostRun, type HostRunFigures } from "./threads-host-run.ts";
 
@@ -19,7 +18,7 @@ const rounds = Number(process.env.CELLD_BENCH_ROUNDS ?? 3);
 const queueCounts = [1, 2, 4] as const;
 
 function threadCounts(queues: number, cores: number, options: ThreadsBenchOptions): number[] {
-  return hostThreadsAvailable ? [0, options.threads ?? Math.min(queues, cores)] : [0];
+  return [0, options.threads ?? Math.min(queues, cores)];
 }
 
 const placement = (threads: number): string => (threads === 0 ? "unthreaded" : `cellThreads ${threads}`);
@@ -31,7 +30,6 @@ export async function runThreadsHostBench(options: ThreadsBenchOptions = {}, log
       `(per queue one request awaiting 100 sendBatch(100) in turn, one consumer acking batches of 100), cells on the main thread ` +
       `vs on worker threads; a host started afresh for each run; ${rounds} rounds, medians; ${loadLine(cores)}`,
   );
-  if (!hostThreadsAvailable) log("  (HostOptions.cellThreads is not on this branch yet: unthreaded runs only)");
   const runs: HostRunFigures[] = [];
   for (let round = 0; round < rounds; round++) {
     const parts: string[] = [];
