@@ -236,3 +236,29 @@ test("more cell threads than cores is said at start, with what to pass instead",
       "1 or fewer leaves a core for workerd and HTTP (docs/operating.md#cell-threads---cell-threads)",
   );
 });
+
+test("a cell thread that dies: its queues open on a new thread, and the Workers' producer and consumer go on", async () => {
+  const p = appProject();
+  const metrics = new CelldMetrics({ workerEnv: defaultWorkerEnv });
+  const keys = ApiKeyStore.open(p.dataDir);
+  closers.push(async () => keys.close());
+  const running = await startThreaded(p, metrics, keys);
+  const seen: Seen[] = [];
+  const seenCell = () => running.host.registry.open("seen");
+  await send(running.host, "JOBS", { tag: "before" });
+  await seenUntil(seenCell, seen, "before", 1);
+
+  // As an out-of-memory end would: alpha's thread is gone, with the consumer's long poll on it.
+  await running.registry.terminateThread(running.registry.threadOf(alpha));
+  expect(running.log.lines.join("\n")).toMatch(/cell thread 1 exited/);
+  // The producer's next send opens alpha on a new thread; the consumer takes its cell again.
+  for (let i = 0; i < 3; i++) await send(running.host, "JOBS", { tag: "after", i });
+  const after = await seenUntil(seenCell, seen, "after", 3);
+  expect(after.map((s) => s.queue)).toEqual([alpha, alpha, alpha]);
+  expect(running.log.lines).toContain(`info: queue "${alpha}": its cell closed under the consumer (a cell thread ended?); opened again`);
+  // Acked on the new thread: nothing left behind in alpha.
+  await eventually(async () => {
+    const counts = await (await running.host.registry.open(alpha)).counts();
+    return counts.ready + counts.leased === 0 ? true : undefined;
+  }, "alpha empty");
+});
