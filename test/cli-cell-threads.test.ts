@@ -6,6 +6,7 @@ import { ApiKeyStore, defaultWorkerEnv } from "../packages/runtime/src/api/index
 import { promtoolCheck, sample } from "../packages/runtime/test/metrics-harness.ts";
 import { run, waitFor } from "./cli-harness.ts";
 import { devScratchAfterEach } from "./dev-cli.ts";
+import { eventually } from "./host-harness.ts";
 
 const scratch = devScratchAfterEach();
 const max = limits.cellThreadsMax;
@@ -82,7 +83,7 @@ async function relayed(api: string, env: string, key: string, count: number): Pr
   return got.sort((a, b) => a - b);
 }
 
-test("celld dev --cell-threads 2 runs the Workers' queues on two threads, and /metrics shows each thread's CPU", { timeout: 120_000 }, async () => {
+test("celld dev --cell-threads 2 runs the Workers' queues on two threads, /metrics shows each thread's CPU, and --watch starts them again", { timeout: 180_000 }, async () => {
   const p = scratch.project();
   p.write({
     "wrangler.toml": `name = "app"\nmain = "worker.js"\ncompatibility_date = "2026-04-01"\n${relayQueues}`,
@@ -91,9 +92,10 @@ test("celld dev --cell-threads 2 runs the Workers' queues on two threads, and /m
   const keys = ApiKeyStore.open(p.dataDir);
   const { key } = keys.create({ env: defaultWorkerEnv, scopes: ["events:write", "events:read"] });
   keys.close();
-  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0", "--metrics-public", "--cell-threads", "2"], p.dir);
+  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0", "--metrics-public", "--cell-threads", "2", "--watch"], p.dir);
   const [, url] = await waitFor(dev, /Worker "app" listening on (http:\/\/\S+)/, 60_000);
   const [, api] = await waitFor(dev, /queues API listening on (http:\/\/\S+)\/v1/);
+  await waitFor(dev, /--watch: a change/);
   expect(dev.output()).toContain("the queues' cells run on 2 worker threads (--cell-threads), each queue on one of them");
   expect(await (await fetch(`${url}send?n=25`)).text()).toBe("sent 25");
   expect(await relayed(api!, defaultWorkerEnv, key, 25)).toEqual(Array.from({ length: 25 }, (_, i) => i));
@@ -101,6 +103,19 @@ test("celld dev --cell-threads 2 runs the Workers' queues on two threads, and /m
   expect(sample(metrics, "celld_queue_messages_acked_total", { queue: "jobs" })).toBe(25);
   for (const thread of ["main", "0", "1"]) expect(sample(metrics, "celld_cell_thread_cpu_seconds_total", { thread, mode: "user" }), thread).toBeGreaterThanOrEqual(0);
   expect(promtoolCheck(metrics)).toEqual({ status: 0, output: "" });
+
+  // A change restarts the Workers on new threads (the old ones end with the old host).
+  p.write({ "worker.js": relayWorker.replace("body: m.body", "body: { i: m.body.i + 100 }") });
+  // --api-port 0 picks a free port again at the restart: the API's line says which.
+  const apiAgain = await eventually(() => [...dev.output().matchAll(/queues API listening on (http:\/\/\S+)\/v1/g)][1]?.[1], "the restart", 60_000);
+  expect(dev.output().match(/the queues' cells run on 2 worker threads/g)).toHaveLength(2);
+  expect(await (await fetch(`${url}send?n=5`)).text()).toBe("sent 5");
+  expect(await relayed(apiAgain, defaultWorkerEnv, key, 5)).toEqual([100, 101, 102, 103, 104]);
+  const after = await (await fetch(`${apiAgain}/metrics`)).text();
+  // Counted from celld's start, across the restart.
+  expect(sample(after, "celld_queue_messages_acked_total", { queue: "jobs" })).toBe(30);
+  for (const thread of ["main", "0", "1"]) expect(sample(after, "celld_cell_thread_cpu_seconds_total", { thread, mode: "user" }), thread).toBeGreaterThanOrEqual(0);
+  expect(promtoolCheck(after)).toEqual({ status: 0, output: "" });
   scratch.forget(dev);
   dev.kill("SIGTERM");
   expect(await dev.exited).toBe(0);
