@@ -110,6 +110,9 @@ export interface ConsumerDispatcherOptions {
 // a live dispatcher settles or retries every message itself before then.
 const leaseSlackSeconds = 60;
 
+/** While delivery is paused, how often a dispatcher that can reopen its cell looks whether it closed. */
+const closedWhilePausedCheckMs = 5_000;
+
 /** The most full batches one turn of the dispatcher leases together under a backlog. */
 const batchesPerLeaseMax = 4;
 
@@ -264,6 +267,8 @@ export class ConsumerDispatcher {
 
   private async run(): Promise<void> {
     while (this.running) {
+      // Not during a wait after a failed lease (or reopen): that wait comes first.
+      if (this.cell.isClosed && this.pausedUntil <= this.clock.now() && (await this.reopenedClosedCell())) continue;
       if (this.inFlight.size >= this.settings.maxConcurrency) {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
@@ -274,14 +279,16 @@ export class ConsumerDispatcher {
         // or resume (onDeliveryPausedChange) before it answers the configure that made it, so its
         // mirror of queueConfig is current here, and a resume after this look still wakes the wait.
         await new Promise<void>((resolve) => {
-          const stopListening = this.cell.onDeliveryPausedChange(() => {
-            stopListening();
-            resolve();
-          });
-          this.slotFreed = () => {
-            stopListening();
+          // A cell that closes while paused (its worker thread died) never tells the resume,
+          // which reaches the cell opened in its place: with reopen, the loop looks again now and then.
+          const ends: Array<() => void> = [];
+          const done = (): void => {
+            for (const end of ends) end();
             resolve();
           };
+          ends.push(this.cell.onDeliveryPausedChange(done));
+          if (this.reopen !== undefined) ends.push(this.clock.schedule(this.clock.now() + closedWhilePausedCheckMs, done));
+          this.slotFreed = done;
         });
         continue;
       }

@@ -674,3 +674,41 @@ test("a cell that closes under the dispatcher (its worker thread ended) is opene
   await until(() => reopened[0]!.committedCounts().leased === 0, "b acked");
   expect(reopened[0]!.committedCounts()).toMatchObject({ ready: 0, leased: 0 });
 });
+
+test("a cell that closes while delivery is paused is opened again within 5 s, and the resume on the new one delivers", async () => {
+  const first = await registry.open("jobs");
+  await first.configure({ deliveryPaused: true });
+  const batches: string[][] = [];
+  const reopened: QueueCell[] = [];
+  dispatcher = new ConsumerDispatcher({
+    cell: first,
+    reopen: async () => {
+      const cell = await registry.open("jobs");
+      reopened.push(cell);
+      return cell;
+    },
+    clock,
+    settings: { queue: "jobs", maxBatchSize: 10, maxBatchTimeoutSeconds: 0, maxConcurrency: 1, retryDelaySeconds: 0, wallTimeSeconds: 900 },
+    invoke: async (_queue, messages: readonly BatchMessage[]) => {
+      batches.push(messages.map((m) => Buffer.from(m.body).toString("utf8")));
+      return { outcome: "ok", ackAll: true, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
+    },
+    log: { info: () => {}, warn: () => {}, error: () => {} },
+  });
+  dispatcher.start();
+  await settle();
+  // Closed under the paused wait, as a dead thread leaves it: no resume will ever come from it.
+  await registry.close("jobs");
+  clock.advance(4_999);
+  await settle();
+  expect(reopened).toHaveLength(0);
+  clock.advance(1);
+  await until(() => reopened.length === 1, "the cell opened again");
+  // Still paused (the file says so): the resume goes to the new cell, and wakes the dispatcher.
+  await send(reopened[0]!, "a");
+  await settle();
+  expect(batches).toEqual([]);
+  await reopened[0]!.configure({ deliveryPaused: false });
+  await until(() => batches.length === 1, "the batch after the resume");
+  expect(batches).toEqual([["a"]]);
+});
