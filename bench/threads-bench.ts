@@ -12,6 +12,7 @@
  * window, 3 by default)
  */
 import { availableParallelism } from "node:os";
+import { limits } from "../packages/queue-cell/src/index.ts";
 import { loadLine } from "./machine-load.ts";
 import { placementName, threadsOf, type Placement } from "./thread-registries.ts";
 import { growthLines, machineLine, queueCountLines } from "./threads-report.ts";
@@ -34,8 +35,8 @@ export function threadsBenchOptions(args: readonly string[]): ThreadsBenchOption
   if (at === -1) return {};
   const text = args[at]!.includes("=") ? args[at]!.slice("--threads=".length) : args[at + 1];
   const threads = Number(text);
-  if (!Number.isInteger(threads) || threads < 1 || threads > 64) {
-    throw new RangeError(`--threads must be an integer from 1 to 64, got ${JSON.stringify(text ?? null)}`);
+  if (text === undefined || text.trim() === "" || !Number.isInteger(threads) || threads < 1 || threads > limits.cellThreadsMax) {
+    throw new RangeError(`--threads must be a whole number from 1 to ${limits.cellThreadsMax}, got ${JSON.stringify(text ?? null)}`);
   }
   return { threads };
 }
