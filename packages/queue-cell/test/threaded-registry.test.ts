@@ -96,6 +96,32 @@ test("a refusal on the thread arrives as the same CellError, code and fields", a
   expect(isCellError(empty, "ERR_BATCH_COUNT")).toBe(true);
   expect((empty as CellError).retryable).toBe(false);
   await expect(cell.send([text("x")], { trace: { groupStarted() {}, committed() {} } })).rejects.toThrow(TypeError);
+  // Malformed messages cross as they are and are refused in the cell's own words.
+  const notBytes = await cell.send([{ body: "text" as unknown as Uint8Array, contentType: "text" }]).catch((error: unknown) => error);
+  expect(isCellError(notBytes, "ERR_INVALID")).toBe(true);
+  expect((notBytes as CellError).message).toBe("messages[0].body must be bytes");
+  const tooLarge = await cell.send([{ body: new Uint8Array(limits.messageBytesMax + 1), contentType: "bytes" }]).catch((error: unknown) => error);
+  expect(isCellError(tooLarge, "ERR_MESSAGE_TOO_LARGE")).toBe(true);
+});
+
+test("a send's messages cross as columns with every field, and come back the same", async () => {
+  const registry = threaded();
+  const cell = await registry.open("q");
+  const source = Buffer.from("xxhelloyyworldzz");
+  await cell.send([
+    { body: source.subarray(2, 7), contentType: "text" },
+    { body: new Uint8Array(0), contentType: "bytes", attributes: '{"a":1}', sentAt: 1_700_000_000_000 },
+    { body: source.subarray(9, 14), contentType: "json", delaySeconds: 0 },
+  ]);
+  // The caller's buffer is untouched (copied, not transferred).
+  expect(source.toString()).toBe("xxhelloyyworldzz");
+  const leased = await cell.lease({ max: 3 });
+  expect(leased.map((m) => [Buffer.from(m.body).toString(), m.contentType, m.attributes])).toEqual([
+    ["hello", "text", null],
+    ["", "bytes", '{"a":1}'],
+    ["world", "json", null],
+  ]);
+  expect(leased[1]!.sentAt).toBe(1_700_000_000_000);
 });
 
 test("errors keep their class, code, storage facts and cause across the transport", () => {

@@ -8,6 +8,7 @@ import type { QueueCell } from "../sqlite-queue-cell.ts";
 import type { StoredMessage } from "../store.ts";
 import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
+import { fromColumns, isColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
@@ -108,7 +109,8 @@ export class CellThreadServer {
       // Closed since the main thread sent the call (idle, evicted): refused as a closed cell's.
       if (cell === undefined) throw new CellError("ERR_CELL_CLOSED", `queue "${message.name}" is closed`);
       if (message.abortable === true) args[0] = { ...(args[0] as object), signal: this.abortFor(id, message) };
-      if (method === "send" || method === "receiveDeadLetters") asBufferBodies(args[0] as Array<{ body: Uint8Array }>);
+      if (method === "send" && isColumns(args[0])) args[0] = fromColumns(args[0]);
+      else if (method === "send" || method === "receiveDeadLetters") asBufferBodies(args[0] as Array<{ body: Uint8Array }>);
       const value = await (cell[method] as (...a: unknown[]) => Promise<unknown>)(...args);
       this.post({ kind: "answer", id, ok: true, value, update: this.takeUpdate(cell.name) });
     } catch (error) {
