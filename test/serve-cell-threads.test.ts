@@ -2,13 +2,14 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { ApiKeyStore } from "../packages/runtime/src/api/index.ts";
+import { promtoolCheck, sample } from "../packages/runtime/test/metrics-harness.ts";
 import { wranglerAgainst } from "../packages/runtime/test/wrangler-cli.ts";
 import { servedEnv, serveScratchAfterEach } from "./serve-cli.ts";
 
 /**
  * `celld serve --cell-threads 2`: a Worker deployed with the real wrangler sends to a queue and
- * consumes it, its cells on worker threads; the native API reads what the consumer passed on; a
- * restart of serve keeps it all.
+ * consumes it, its cells on worker threads; the native API reads what the consumer passed on;
+ * /metrics counts it; a restart of serve keeps it all.
  */
 
 const scratch = serveScratchAfterEach();
@@ -63,7 +64,7 @@ async function relayed(api: string, key: string, count: number): Promise<number[
 it("celld serve --cell-threads 2 runs a deployed Worker's producer and consumer, and a restart keeps them", { timeout: 300_000 }, async () => {
   const dataDir = scratch.tempDir("celld-serve-");
   const keys = ApiKeyStore.open(dataDir);
-  const { key } = keys.create({ env: servedEnv, scopes: ["workers:write", "workers:read", "events:write", "events:read"] });
+  const { key } = keys.create({ env: servedEnv, scopes: ["workers:write", "workers:read", "events:write", "events:read", "metrics:read"] });
   keys.close();
   const first = await scratch.startServe(dataDir, { extraArgs: ["--cell-threads", "2"] });
   expect(first.serve.output()).toContain("the queues' cells run on 2 worker threads (--cell-threads), each queue on one of them");
@@ -81,6 +82,12 @@ it("celld serve --cell-threads 2 runs a deployed Worker's producer and consumer,
   const asRelay = { headers: { host: "relay.localhost" } };
   expect(await (await fetch(`${first.workers}/?n=30`, asRelay)).text()).toBe("sent 30");
   expect(await relayed(first.api, key, 30)).toEqual(Array.from({ length: 30 }, (_, i) => i));
+  // /metrics with a metrics:read key: the Workers' queues counted, each thread's CPU, promtool's check.
+  const metrics = await (await fetch(`${first.api}/metrics`, { headers: { authorization: `Bearer ${key}` } })).text();
+  expect(sample(metrics, "celld_queue_messages_acked_total", { environment: servedEnv, queue: "jobs" })).toBe(30);
+  expect(sample(metrics, "celld_queue_batches_total", { environment: servedEnv, queue: "jobs", outcome: "ok" })).toBeGreaterThanOrEqual(3);
+  for (const thread of ["main", "0", "1"]) expect(sample(metrics, "celld_cell_thread_cpu_seconds_total", { thread, mode: "system" }), thread).toBeGreaterThanOrEqual(0);
+  expect(promtoolCheck(metrics)).toEqual({ status: 0, output: "" });
 
   // Stopped and started again on the same directory and threads: the deployment, its queues and
   // a message sent before the stop (left in "seen") are all there.

@@ -13,6 +13,8 @@ import { claimDataDir } from "../host/data-dir-claim.ts";
 import { consoleHostLog } from "../host/host-log.ts";
 import { readOpenFilesLimit } from "../host/open-files-limit.ts";
 import { ServeRuntime } from "../serve/serve-runtime.ts";
+import { CelldMetrics } from "../metrics/celld-metrics.ts";
+import { MetricsEndpoint } from "../metrics/metrics-endpoint.ts";
 import { AddedConsumers } from "../plugins/added-consumers.ts";
 import { readAddedConsumers } from "../cloudflare-api/queues/added-consumers-of.ts";
 import { exitStatus } from "./exit-status.ts";
@@ -33,14 +35,16 @@ export async function serve(args: ServeArgs): Promise<number> {
   const log = consoleHostLog;
   const unlock = await claimDataDir(args.dataDir, args.host, args.port, log);
   const none = { workers: [], queues: [], warnings: [] };
+  // Counted from serve's start, across every deploy (each start of the Workers reports to it).
+  const metrics = new CelldMetrics({ workerEnv: args.workersEnv });
   let registry: QueueCells;
   try {
-    registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs, cellThreads: args.cellThreads }, none, systemClock, log);
+    registry = openCellRegistry({ deployment: none, dataDir: args.dataDir, cellIdleCloseMs, cellThreads: args.cellThreads, metrics }, none, systemClock, log);
   } catch (error) {
     unlock();
     throw error;
   }
-  const session = new ServeSession(args, registry, unlock);
+  const session = new ServeSession(args, registry, unlock, metrics);
   try {
     await session.start();
   } catch (error) {
@@ -64,6 +68,7 @@ class ServeSession {
     private readonly args: ServeArgs,
     private readonly registry: QueueCells,
     private readonly unlock: () => void,
+    private readonly metrics: CelldMetrics,
   ) {}
 
   async start(): Promise<void> {
@@ -86,6 +91,7 @@ class ServeSession {
       tailSink: (events) => this.tails.publish(events),
       afterRun: () => takeSignals(),
       addedConsumers,
+      metrics: this.metrics,
     });
     this.runtime = running;
     const store = new DeployStore(args.dataDir);
@@ -110,7 +116,9 @@ class ServeSession {
       connectionsMax,
       warn: (line) => this.log.warn(line),
     });
-    return this.front;
+    const front = this.front;
+    this.metrics.connections.watch("workers", () => front.stats.connections);
+    return front;
   }
 
   private async startApi(keys: ApiKeyStore, workers: DeployService, running: ServeRuntime, addedConsumers: AddedConsumers, connectionsMax: number): Promise<ApiServer> {
@@ -136,7 +144,11 @@ class ServeSession {
       },
       onInternalError: (error) => log.error("the API failed a request", error),
       onStorageFailure: (line) => log.error(`the API refused calls: ${line}`),
+      // A key with metrics:read: the host's series and its environment's queues (docs/operating.md).
+      metrics: new MetricsEndpoint({ metrics: this.metrics, registry: this.registry, consumers: () => running.consumerLoads() }),
     });
+    const api = this.api;
+    this.metrics.connections.watch("api", () => api.connections);
     return this.api;
   }
 

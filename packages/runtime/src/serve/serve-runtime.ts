@@ -11,6 +11,8 @@ import { WorkerRouter } from "../front/worker-router.ts";
 import type { HostLog } from "../host/host-log.ts";
 import { startHost, type Host } from "../host/host.ts";
 import type { AddedConsumers } from "../plugins/added-consumers.ts";
+import type { CelldMetrics } from "../metrics/celld-metrics.ts";
+import type { ConsumerLoad } from "../metrics/queue-gauges.ts";
 
 export interface ServeRuntimeOptions {
   dataDir: string;
@@ -30,6 +32,8 @@ export interface ServeRuntimeOptions {
   afterRun?: () => void;
   /** The consumers added through the API, which each start of the Workers runs. */
   addedConsumers?: AddedConsumers;
+  /** Where every start of the Workers counts its batches and workerd's exits (`GET /metrics`). */
+  metrics?: CelldMetrics;
 }
 
 /** How long each stage of the last swap took, in ms (the bench and the log line print them). */
@@ -75,6 +79,11 @@ export class ServeRuntime implements WorkersRuntime {
 
   get workers(): readonly WorkerConfig[] {
     return this.running;
+  }
+
+  /** The running Workers' consumers: batches running now and max_concurrency (none between starts). */
+  consumerLoads(): ConsumerLoad[] {
+    return this.host?.consumerLoads() ?? [];
   }
 
   async run(workers: WorkerConfig[]): Promise<void> {
@@ -160,6 +169,7 @@ export class ServeRuntime implements WorkersRuntime {
       addedConsumers: this.options.addedConsumers,
       workersDevDomain: this.options.workersDevDomain,
       tailSink: this.options.tailSink,
+      metrics: this.options.metrics,
     });
     this.host = host;
     this.running = workers;
