@@ -104,6 +104,25 @@ test("a refusal on the thread arrives as the same CellError, code and fields", a
   expect(isCellError(tooLarge, "ERR_MESSAGE_TOO_LARGE")).toBe(true);
 });
 
+test("refs cross as columns: nack delays, settle of both, and a malformed ref refused as locally", async () => {
+  const registry = threaded();
+  const cell = await registry.open("q");
+  await cell.send([text("a"), text("b"), text("c"), text("d")]);
+  const [a, b, c, d] = refs(await cell.lease({ max: 4 }));
+  expect(await cell.settle({ acks: [a!], nacks: [{ ...b!, delaySeconds: 600 }, { ...c!, delaySeconds: 0 }] })).toMatchObject({ acked: 1, retried: 2 });
+  expect(await cell.counts()).toMatchObject({ ready: 1, delayed: 1, leased: 1 });
+  expect(await cell.release([d!, a!])).toEqual({ released: 1, staleLeases: [a] });
+  const local = new CellRegistry({ dataDir: tempDir(), durability: "off" });
+  const localCell = await local.open("q");
+  for (const bad of [[{ id: 7, leaseGeneration: 1 }], [{ id: "x", leaseGeneration: "1" }], [{ id: "x", leaseGeneration: 1, delaySeconds: "soon" }]]) {
+    const there = await cell.nack(bad as never).catch((error: unknown) => error);
+    const here = await localCell.nack(bad as never).catch((error: unknown) => error);
+    expect(there).toBeInstanceOf(CellError);
+    expect((there as CellError).message).toBe((here as CellError).message);
+  }
+  await local.closeAll();
+});
+
 test("a send's messages cross as columns with every field, and come back the same", async () => {
   const registry = threaded();
   const cell = await registry.open("q");

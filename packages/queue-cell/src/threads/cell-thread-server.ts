@@ -5,10 +5,10 @@ import type { DeadLetterTarget } from "../dead-letter-mover.ts";
 import { CellError } from "../errors.ts";
 import { CellRegistry } from "../registry.ts";
 import type { QueueCell } from "../sqlite-queue-cell.ts";
-import type { StoredMessage } from "../store.ts";
+import type { LeasedMessage, StoredMessage } from "../store.ts";
 import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
-import { fromColumns, isColumns } from "./message-columns.ts";
+import { fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
@@ -109,9 +109,11 @@ export class CellThreadServer {
       // Closed since the main thread sent the call (idle, evicted): refused as a closed cell's.
       if (cell === undefined) throw new CellError("ERR_CELL_CLOSED", `queue "${message.name}" is closed`);
       if (message.abortable === true) args[0] = { ...(args[0] as object), signal: this.abortFor(id, message) };
+      refsFromArgs(method, args);
       if (method === "send" && isColumns(args[0])) args[0] = fromColumns(args[0]);
       else if (method === "send" || method === "receiveDeadLetters") asBufferBodies(args[0] as Array<{ body: Uint8Array }>);
-      const value = await (cell[method] as (...a: unknown[]) => Promise<unknown>)(...args);
+      const answer = await (cell[method] as (...a: unknown[]) => Promise<unknown>)(...args);
+      const value = method === "lease" ? leasedToColumns(answer as LeasedMessage[]) : answer;
       this.post({ kind: "answer", id, ok: true, value, update: this.takeUpdate(cell.name) });
     } catch (error) {
       this.post({ kind: "answer", id, ok: false, error: toErrorData(error), update: cell === undefined ? undefined : this.takeUpdate(cell.name) });
@@ -294,6 +296,17 @@ export class CellThreadServer {
 
   private post(message: FromThread): void {
     this.port.postMessage(message);
+  }
+}
+
+/** Refs that crossed as columns (RemoteCell's ack, nack, settle, release), as objects again. */
+function refsFromArgs(method: CellMethod, args: unknown[]): void {
+  if (method === "settle" && typeof args[0] === "object" && args[0] !== null) {
+    const input = args[0] as { acks?: unknown; nacks?: unknown };
+    if (isRefColumns(input.acks)) input.acks = refsFromColumns(input.acks);
+    if (isRefColumns(input.nacks)) input.nacks = refsFromColumns(input.nacks);
+  } else if (isRefColumns(args[0])) {
+    args[0] = refsFromColumns(args[0]);
   }
 }
 

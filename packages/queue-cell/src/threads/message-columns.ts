@@ -1,6 +1,11 @@
+import type { NackRef } from "../cell-calls.ts";
 import type { OutgoingMessage } from "../send-input.ts";
+import type { LeasedMessage } from "../store.ts";
 
 /**
+ * Messages as they cross between the main thread and a cell thread, by field rather than as
+ * objects: a send's on the way in, a lease's on the way out.
+ *
  * A send's messages as they cross to a cell thread: every body copied into one buffer, content
  * types in one array. A structured clone of 100 objects each holding its own Uint8Array cost
  * 185 µs here (each body a buffer of its own to serialize and to rebuild); these columns, 34 µs.
@@ -76,4 +81,129 @@ function definedOf(extra: Pick<OutgoingMessage, "delaySeconds" | "attributes" | 
   if (extra.attributes !== undefined) out.attributes = extra.attributes;
   if (extra.sentAt !== undefined) out.sentAt = extra.sentAt;
   return out;
+}
+
+/** A lease's answer as it crosses back: what LeasedMessage holds, by field, bodies in one buffer. */
+export interface LeasedColumns {
+  leased: true;
+  ids: string[];
+  /** leaseGeneration, deliveries, sentAt, enqueuedAt, availableAt, leaseExpiresAt of each message. */
+  numbers: Float64Array;
+  contentTypes: string[];
+  attributes: Array<string | null>;
+  bytes: Uint8Array;
+  ends: Uint32Array;
+}
+
+const leasedNumbers = 6;
+
+/**
+ * Columns of leased messages. Only LeasedMessage's fields cross (a store's row holds more, which
+ * no caller of a lease reads). A clone of 100 leased rows, each an object of 15 fields with its own
+ * body view, cost most of a lease's hop.
+ */
+export function leasedToColumns(messages: readonly LeasedMessage[]): LeasedColumns {
+  const n = messages.length;
+  const numbers = new Float64Array(n * leasedNumbers);
+  const ends = new Uint32Array(n);
+  const ids: string[] = [];
+  const contentTypes: string[] = [];
+  const attributes: Array<string | null> = [];
+  let total = 0;
+  for (const m of messages) total += m.body.byteLength;
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (let i = 0; i < n; i++) {
+    const m = messages[i]!;
+    ids.push(m.id);
+    contentTypes.push(m.contentType);
+    attributes.push(m.attributes);
+    const k = i * leasedNumbers;
+    numbers[k] = m.leaseGeneration;
+    numbers[k + 1] = m.deliveries;
+    numbers[k + 2] = m.sentAt;
+    numbers[k + 3] = m.enqueuedAt;
+    numbers[k + 4] = m.availableAt;
+    numbers[k + 5] = m.leaseExpiresAt;
+    bytes.set(m.body, at);
+    at += m.body.byteLength;
+    ends[i] = at;
+  }
+  return { leased: true, ids, numbers, contentTypes, attributes, bytes, ends };
+}
+
+/** The leased messages again, each body a Buffer view of the one buffer (nothing copied). */
+export function leasedFromColumns(columns: LeasedColumns): LeasedMessage[] {
+  const { ids, numbers, contentTypes, attributes, bytes, ends } = columns;
+  const messages: LeasedMessage[] = [];
+  let start = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const k = i * leasedNumbers;
+    const end = ends[i]!;
+    messages.push({
+      id: ids[i]!,
+      leaseGeneration: numbers[k]!,
+      deliveries: numbers[k + 1]!,
+      sentAt: numbers[k + 2]!,
+      enqueuedAt: numbers[k + 3]!,
+      availableAt: numbers[k + 4]!,
+      leaseExpiresAt: numbers[k + 5]!,
+      contentType: contentTypes[i]!,
+      attributes: attributes[i]!,
+      body: Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start),
+    });
+    start = end;
+  }
+  return messages;
+}
+
+/** Lease refs (acks, nacks, releases) as they cross to the thread: ids and numbers by field. */
+export interface RefColumns {
+  refs: true;
+  ids: string[];
+  generations: Float64Array;
+  /** Each nack's delaySeconds, NaN where it names none; undefined when none names one. */
+  delays: Float64Array | undefined;
+}
+
+/**
+ * The columns of `refs`, or undefined when any is not a ref (an id not a string, a generation or
+ * a delay not a number): those cross as they are, for the cell to refuse in its own words.
+ */
+export function refsToColumns(refs: readonly NackRef[]): RefColumns | undefined {
+  if (!Array.isArray(refs)) return undefined;
+  let delays = false;
+  for (const ref of refs as unknown[]) {
+    if (typeof ref !== "object" || ref === null) return undefined;
+    const { id, leaseGeneration, delaySeconds } = ref as NackRef;
+    if (typeof id !== "string" || typeof leaseGeneration !== "number") return undefined;
+    if (delaySeconds !== undefined) {
+      if (typeof delaySeconds !== "number" || Number.isNaN(delaySeconds)) return undefined;
+      delays = true;
+    }
+  }
+  const generations = new Float64Array(refs.length);
+  const delayColumn = delays ? new Float64Array(refs.length) : undefined;
+  const ids: string[] = [];
+  for (let i = 0; i < refs.length; i++) {
+    const ref = refs[i]!;
+    ids.push(ref.id);
+    generations[i] = ref.leaseGeneration;
+    if (delayColumn !== undefined) delayColumn[i] = ref.delaySeconds ?? Number.NaN;
+  }
+  return { refs: true, ids, generations, delays: delayColumn };
+}
+
+export function refsFromColumns(columns: RefColumns): NackRef[] {
+  const { ids, generations, delays } = columns;
+  const refs: NackRef[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const delaySeconds = delays?.[i];
+    refs.push(delaySeconds === undefined || Number.isNaN(delaySeconds) ? { id: ids[i]!, leaseGeneration: generations[i]! } : { id: ids[i]!, leaseGeneration: generations[i]!, delaySeconds });
+  }
+  return refs;
+}
+
+export function isRefColumns(value: unknown): value is RefColumns {
+  return typeof value === "object" && value !== null && (value as { refs?: unknown }).refs === true;
 }

@@ -16,7 +16,7 @@ import type { Cell } from "../cell-surface.ts";
 import { CellError, checkRange } from "../errors.ts";
 import type { OutgoingMessage, SendOptions } from "../send-input.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
-import { toColumns } from "./message-columns.ts";
+import { leasedFromColumns, refsToColumns, toColumns, type LeasedColumns } from "./message-columns.ts";
 import type { CellMethod, CellMirror } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
 
@@ -120,7 +120,7 @@ export class RemoteCell implements Cell {
 
   async lease(options: LeaseOptions): Promise<LeasedMessage[]> {
     const { signal, ...rest } = options;
-    return withBufferBodies((await this.call("lease", [rest], signal)) as LeasedMessage[]);
+    return leasedFromColumns((await this.call("lease", [rest], signal)) as LeasedColumns);
   }
 
   async expireLeasesOf(owner: number): Promise<number> {
@@ -128,19 +128,22 @@ export class RemoteCell implements Cell {
   }
 
   async ack(refs: readonly LeaseRef[]): Promise<SettleResult> {
-    return (await this.call("ack", [refs])) as SettleResult;
+    return (await this.call("ack", [refsToColumns(refs) ?? refs])) as SettleResult;
   }
 
   async nack(refs: readonly NackRef[]): Promise<SettleResult> {
-    return (await this.call("nack", [refs])) as SettleResult;
+    return (await this.call("nack", [refsToColumns(refs) ?? refs])) as SettleResult;
   }
 
   async settle(input: { acks?: readonly LeaseRef[]; nacks?: readonly NackRef[] }): Promise<SettleResult> {
-    return (await this.call("settle", [input])) as SettleResult;
+    if (typeof input !== "object" || input === null) return (await this.call("settle", [input])) as SettleResult;
+    const acks = input.acks === undefined ? undefined : (refsToColumns(input.acks) ?? input.acks);
+    const nacks = input.nacks === undefined ? undefined : (refsToColumns(input.nacks) ?? input.nacks);
+    return (await this.call("settle", [{ ...input, acks, nacks }])) as SettleResult;
   }
 
   async release(refs: readonly LeaseRef[]): Promise<{ released: number; staleLeases: LeaseRef[] }> {
-    return (await this.call("release", [refs])) as { released: number; staleLeases: LeaseRef[] };
+    return (await this.call("release", [refsToColumns(refs) ?? refs])) as { released: number; staleLeases: LeaseRef[] };
   }
 
   async replay(range: ReplayRange = {}): Promise<{ replayed: number }> {
