@@ -79,7 +79,7 @@ function bodyAsHost(url: string, path: string): Promise<{ status: number; text: 
   });
 }
 
-const startServe = (dataDir: string) => scratch.startServe(dataDir, { timeoutMs: 120_000 });
+const startServeWith = (extraArgs: string[]) => (dataDir: string) => scratch.startServe(dataDir, { extraArgs, timeoutMs: 120_000 });
 
 async function putScript(api: string, key: string, n: number): Promise<Response> {
   const { source, metadata } = version(n);
@@ -98,7 +98,12 @@ function activeVersion(dataDir: string): number {
   return Number(binding?.text);
 }
 
-test(`kill -9 during ${rounds} deploys: a restart runs one version whole; no acknowledged send is lost`, async () => {
+// The same with the cells on worker threads: a kill lands on sends in flight on the threads too.
+test.each([
+  ["cells on the main thread", []],
+  ["cells on 2 threads (--cell-threads 2)", ["--cell-threads", "2"]],
+])(`kill -9 during ${rounds} deploys, %s: a restart runs one version whole; no acknowledged send is lost`, async (_what, extraArgs) => {
+  const startServe = startServeWith(extraArgs);
   const dataDir = scratch.tempDir("celld-serve-crash-");
   const keys = ApiKeyStore.open(dataDir);
   const { key } = keys.create({ env: "orgs/acme/projects/web/envs/prod", scopes: ["workers:write", "workers:read"] });
