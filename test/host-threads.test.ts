@@ -262,3 +262,35 @@ test("a cell thread that dies: its queues open on a new thread, and the Workers'
     return counts.ready + counts.leased === 0 ? true : undefined;
   }, "alpha empty");
 });
+
+test("delivery paused and resumed over the API reaches a consumer whose cell is on a thread; purge works there too", async () => {
+  const p = appProject();
+  const metrics = new CelldMetrics({ workerEnv: defaultWorkerEnv });
+  const keys = ApiKeyStore.open(p.dataDir);
+  closers.push(async () => keys.close());
+  const key = keys.create({ env: defaultWorkerEnv, scopes: ["events:publish", "events:write", "events:read"] }).key;
+  const running = await startThreaded(p, metrics, keys);
+  const queues = `${running.v1(defaultWorkerEnv)}/queues`;
+  const patch = (queue: string, body: unknown) =>
+    fetch(`${queues}/${queue}`, { method: "PATCH", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const seen: Seen[] = [];
+  const seenCell = () => running.host.registry.open("seen");
+
+  expect((await patch(beta, { delivery_paused: true })).status).toBe(200);
+  for (let i = 0; i < 3; i++) await send(running.host, "B", { tag: "paused", i });
+  // Real time: the consumer, on the main thread, heard the pause its thread told, and leases nothing.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  expect((await drainJson(await seenCell())).length).toBe(0);
+  expect((await call(`${queues}/${beta}`, key)).json["counts"]).toMatchObject({ ready: 3, leased: 0 });
+  // The API's own lease is refused while paused, as on a local cell.
+  expect((await call(`${queues}/${beta}:lease`, key, { max_messages: 1 })).status).toBe(409);
+
+  expect((await patch(beta, { delivery_paused: false })).status).toBe(200);
+  expect((await seenUntil(seenCell, seen, "paused", 3)).map((s) => s.queue)).toEqual([beta, beta, beta]);
+
+  // Purge: a cut taken and applied on the queue's thread.
+  expect((await patch(beta, { delivery_paused: true })).status).toBe(200);
+  for (let i = 0; i < 4; i++) await send(running.host, "B", { tag: "purged", i });
+  expect((await call(`${queues}/${beta}:purge`, key, { scope: "all" })).json).toMatchObject({ purged: 4 });
+  expect((await call(`${queues}/${beta}`, key)).json["counts"]).toMatchObject({ ready: 0, leased: 0, dead: 0 });
+});
