@@ -7,9 +7,10 @@ import type { ErrorData } from "./error-transport.ts";
 
 /**
  * The messages between the main thread and a cell thread (threaded-registry.ts and
- * cell-thread-server.ts), over the Worker's port. Calls carry an id their answer names; bodies
- * cross as structured clones (copied: a caller's Uint8Array may be a view of a buffer it keeps
- * using, such as Node's shared pool, which a transfer would take from under it).
+ * cell-thread-server.ts), over the Worker's port. Calls carry an id their answer names. Bodies are
+ * copied, never transferred (a caller's Uint8Array may be a view of a buffer it keeps using, such
+ * as Node's shared pool, which a transfer would take from under it); a send's messages, a lease's
+ * answer and lease refs cross by field (message-columns.ts), the rest as structured clones.
  */
 
 /** What a cell thread is started with (its workerData). */
