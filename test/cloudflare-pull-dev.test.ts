@@ -57,7 +57,11 @@ max_retries = 2
   return p;
 }
 
-test("a Worker's sends to an http_pull queue are pulled and acked through the SDK; its push consumer still runs", async () => {
+// And with the cells on worker threads (--cell-threads 2): "pulled" and "pushed" on threads of their own.
+test.each([
+  ["", []],
+  [", cells on 2 threads", ["--cell-threads", "2"]],
+])("a Worker's sends to an http_pull queue are pulled and acked through the SDK; its push consumer still runs%s", async (_what, threadArgs) => {
   const p = pullProject();
   const key = execFileSync(
     process.execPath,
@@ -65,7 +69,7 @@ test("a Worker's sends to an http_pull queue are pulled and acked through the SD
     { cwd: p.dir, encoding: "utf8" },
   ).match(/^ck_\S+$/m)?.[0];
   expect(key).toBeDefined();
-  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0"], p.dir);
+  const dev = scratch.run(["dev", "--port", "0", "--api-port", "0", ...threadArgs], p.dir);
   const [, workerUrl] = await waitFor(dev, /Worker "app" listening on (http:\/\/\S+)/, 60_000);
   const [, api] = await waitFor(dev, /queues API listening on (http:\/\/\S+)\/v1/, 60_000);
 
