@@ -1,5 +1,6 @@
 import { fdatasync } from "node:fs";
 import type { MessagePort } from "node:worker_threads";
+import type { QueueConfig } from "../cell-config.ts";
 import { emptyTally, type CellObserver, type CellTally } from "../cell-observer.ts";
 import type { DeadLetterTarget } from "../dead-letter-mover.ts";
 import { CellError } from "../errors.ts";
@@ -10,7 +11,7 @@ import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
 import { fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
-import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
+import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, MirrorUpdate, RegistryMethod, ToThread } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
 import { readThreadCpu } from "./thread-cpu.ts";
 
@@ -44,6 +45,8 @@ export class CellThreadServer {
   private readonly latestHandle = new Map<string, number>();
   private nextHandle = 1;
   private readonly changed = new Set<string>();
+  /** The settings last told of each handle's cell: an update carries them only when they changed. */
+  private readonly toldConfig = new Map<number, QueueConfig>();
   private readonly tallies = new Map<string, CellTally>();
   private syncSeconds: number[] = [];
   private updateTimer: NodeJS.Timeout | undefined;
@@ -171,10 +174,16 @@ export class CellThreadServer {
       this.cells.set(handle, cell);
       this.latestHandle.set(cell.name, handle);
       const told = handle;
-      cell.onDeliveryPausedChange(() => this.post({ kind: "pausedChange", handle: told, mirror: mirrorOf(cell) }));
+      cell.onDeliveryPausedChange(() => this.post({ kind: "pausedChange", handle: told, mirror: this.fullMirror(told, cell) }));
     }
     this.changed.delete(cell.name);
-    return { handle, name: cell.name, mirror: mirrorOf(cell) };
+    return { handle, name: cell.name, mirror: this.fullMirror(handle, cell) };
+  }
+
+  private fullMirror(handle: number, cell: QueueCell): CellMirror {
+    const mirror = mirrorOf(cell);
+    this.toldConfig.set(handle, mirror.config);
+    return mirror;
   }
 
   private closing(cell: QueueCell): void {
@@ -182,6 +191,7 @@ export class CellThreadServer {
     if (handle === undefined) return;
     this.handles.delete(cell);
     this.cells.delete(handle);
+    this.toldConfig.delete(handle);
     this.post({ kind: "closing", handle });
   }
 
@@ -235,8 +245,20 @@ export class CellThreadServer {
     this.changed.delete(name);
     const handle = this.latestHandle.get(name) ?? 0;
     const cell = this.cells.get(handle);
-    const mirror = cell === undefined ? undefined : this.mirrorOrNone(cell);
+    const mirror = cell === undefined ? undefined : this.mirrorUpdate(handle, cell);
     return { handle, name, ...(mirror === undefined ? {} : { mirror }), ...(tally === undefined ? {} : { tally }) };
+  }
+
+  /** The mirror of `cell` for an update: its settings (a third of it) only if they changed. */
+  private mirrorUpdate(handle: number, cell: QueueCell): MirrorUpdate | undefined {
+    const mirror = this.mirrorOrNone(cell);
+    if (mirror === undefined) return undefined;
+    if (this.toldConfig.get(handle) !== mirror.config) {
+      this.toldConfig.set(handle, mirror.config);
+      return mirror;
+    }
+    const { config: _told, ...rest } = mirror;
+    return rest;
   }
 
   /**

@@ -88,11 +88,14 @@ export type Answer =
   | { kind: "answer"; id: number; ok: true; value: unknown; update?: CellUpdate }
   | { kind: "answer"; id: number; ok: false; error: ErrorData; update?: CellUpdate };
 
+/** A mirror as an update carries it: the settings only when they changed since the last one told. */
+export type MirrorUpdate = Omit<CellMirror, "config"> & { config?: CellMirror["config"] };
+
 /** What changed of one cell: sent with the answer of a call of its, or by itself after a while. */
 export interface CellUpdate {
   handle: number;
   name: string;
-  mirror?: CellMirror;
+  mirror?: MirrorUpdate;
   /** Committed tallies since the last update, summed (only when forwardTallies). */
   tally?: CellTally;
 }

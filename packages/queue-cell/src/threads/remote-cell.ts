@@ -17,7 +17,7 @@ import { CellError, checkRange } from "../errors.ts";
 import type { OutgoingMessage, SendOptions } from "../send-input.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
 import { leasedFromColumns, refsToColumns, toColumns, type LeasedColumns } from "./message-columns.ts";
-import type { CellMethod, CellMirror } from "./protocol.ts";
+import type { CellMethod, CellMirror, MirrorUpdate } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
 
 /** How a RemoteCell reaches its thread (ThreadLink). */
@@ -59,9 +59,9 @@ export class RemoteCell implements Cell {
     this.mirror = mirror;
   }
 
-  /** A newer mirror from the thread. */
-  updated(mirror: CellMirror): void {
-    this.mirror = mirror;
+  /** A newer mirror from the thread (its settings only if they changed). */
+  updated(mirror: MirrorUpdate): void {
+    this.mirror = { ...mirror, config: mirror.config ?? this.mirror.config };
   }
 
   /** Delivery was paused or resumed on the thread: told to the listeners as a local cell does. */
