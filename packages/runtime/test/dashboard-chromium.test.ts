@@ -60,8 +60,12 @@ async function signIn(page: Page, url: string, key: string): Promise<void> {
 }
 
 describe("the dashboard in Chromium", () => {
-  it("signs in, watches a backlog rise, browses a message, replays a dead letter that is then delivered", async () => {
-    const h = await metricsHarness({ clock: systemClock });
+  // And with the cells on worker threads, whose counts the gauges read from each cell's mirror.
+  it.each([
+    ["", undefined],
+    [", cells on 2 threads", 2],
+  ])("signs in, watches a backlog rise, browses a message, replays a dead letter that is then delivered%s", async (_what, cellThreads) => {
+    const h = await metricsHarness({ clock: systemClock, ...(cellThreads === undefined ? {} : { cellThreads }) });
     const admin = h.key(env, ["events:publish", "events:write", "events:read", "metrics:read"]);
     const url = h.server.url;
     const jobs = `/v1/${env}/queues/jobs`;

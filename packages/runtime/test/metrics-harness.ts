@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { onTestFinished } from "vitest";
-import { CellRegistry, ManualClock, type Clock } from "@celld/queue-cell";
+import { CellRegistry, ManualClock, ThreadedCellRegistry, type Clock, type QueueCells } from "@celld/queue-cell";
 import { ApiKeyStore, defaultWorkerEnv, startApiServer, type ApiScope } from "../src/api/index.ts";
 import { CelldMetrics } from "../src/metrics/celld-metrics.ts";
 import { MetricsEndpoint } from "../src/metrics/metrics-endpoint.ts";
@@ -14,13 +14,17 @@ export const promtoolPath = process.env["CELLD_PROMTOOL"] ?? "/usr/bin/promtool"
 
 /**
  * A real API server serving /metrics over a registry whose cells report to CelldMetrics, on a
- * fresh data directory with durable commits (so fsyncs are timed) and a ManualClock.
+ * fresh data directory with durable commits (so fsyncs are timed) and a ManualClock. With
+ * `cellThreads`, the cells run on that many worker threads (pass the system clock then).
  */
-export async function metricsHarness(options: { public?: boolean; clock?: Clock } = {}) {
+export async function metricsHarness(options: { public?: boolean; clock?: Clock; cellThreads?: number } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), "celld-metrics-"));
   const clock = options.clock ?? new ManualClock();
   const metrics = new CelldMetrics({ workerEnv: defaultWorkerEnv });
-  const registry = new CellRegistry({ dataDir, clock, durability: "full", observe: metrics.observerFor, syncFile: metrics.syncFile });
+  const registry: QueueCells =
+    options.cellThreads === undefined
+      ? new CellRegistry({ dataDir, clock, durability: "full", observe: metrics.observerFor, syncFile: metrics.syncFile })
+      : new ThreadedCellRegistry({ dataDir, threads: options.cellThreads, durability: "full", observe: metrics.observerFor, onFileSynced: metrics.fileSynced });
   const keys = ApiKeyStore.open(dataDir, { clock });
   const endpoint = new MetricsEndpoint({ metrics, registry, clock, ...(options.public === undefined ? {} : { public: options.public }) });
   const server = await startApiServer({ registry, keys, dataDir, clock, port: 0, metrics: endpoint });
