@@ -9,7 +9,7 @@ import type { QueueCell } from "../sqlite-queue-cell.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
 import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
-import { fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
+import { columnBuffers, fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, MirrorUpdate, RegistryMethod, ToThread } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
@@ -117,7 +117,7 @@ export class CellThreadServer {
       else if (method === "send" || method === "receiveDeadLetters") asBufferBodies(args[0] as Array<{ body: Uint8Array }>);
       const answer = await (cell[method] as (...a: unknown[]) => Promise<unknown>)(...args);
       const value = method === "lease" ? leasedToColumns(answer as LeasedMessage[]) : answer;
-      this.post({ kind: "answer", id, ok: true, value, update: this.takeUpdate(cell.name) });
+      this.post({ kind: "answer", id, ok: true, value, update: this.takeUpdate(cell.name) }, columnBuffers(value));
     } catch (error) {
       this.post({ kind: "answer", id, ok: false, error: toErrorData(error), update: cell === undefined ? undefined : this.takeUpdate(cell.name) });
     } finally {
@@ -316,8 +316,8 @@ export class CellThreadServer {
     });
   }
 
-  private post(message: FromThread): void {
-    this.port.postMessage(message);
+  private post(message: FromThread, transfer: ArrayBuffer[] = []): void {
+    this.port.postMessage(message, transfer);
   }
 }
 

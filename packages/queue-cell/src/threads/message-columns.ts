@@ -207,3 +207,29 @@ export function refsFromColumns(columns: RefColumns): NackRef[] {
 export function isRefColumns(value: unknown): value is RefColumns {
   return typeof value === "object" && value !== null && (value as { refs?: unknown }).refs === true;
 }
+
+/**
+ * The buffers of columns that `value` is or holds (a send's, a lease's, refs, a settle's acks and
+ * nacks), to be transferred rather than copied once more: each was allocated for the crossing
+ * and nothing else holds it. Anything else (a caller's own buffers) is copied.
+ */
+export function columnBuffers(value: unknown): ArrayBuffer[] {
+  if (typeof value !== "object" || value === null) return [];
+  const views: Array<ArrayBufferView | undefined> = [];
+  if (isColumns(value)) views.push(value.bytes, value.ends);
+  else if ((value as { leased?: unknown }).leased === true) {
+    const leased = value as LeasedColumns;
+    views.push(leased.bytes, leased.numbers, leased.ends);
+  } else if (isRefColumns(value)) views.push(value.generations, value.delays);
+  else {
+    const { acks, nacks } = value as { acks?: unknown; nacks?: unknown };
+    if (isRefColumns(acks)) views.push(acks.generations, acks.delays);
+    if (isRefColumns(nacks)) views.push(nacks.generations, nacks.delays);
+  }
+  const buffers = new Set<ArrayBuffer>();
+  for (const view of views) {
+    // Only a view over the whole of a buffer of its own: what the builders above allocate.
+    if (view !== undefined && view.byteOffset === 0 && view.byteLength === view.buffer.byteLength && view.buffer instanceof ArrayBuffer) buffers.add(view.buffer);
+  }
+  return [...buffers];
+}

@@ -2,6 +2,7 @@ import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import { CellError } from "../errors.ts";
 import { fromErrorData, toErrorData } from "./error-transport.ts";
+import { columnBuffers } from "./message-columns.ts";
 import type { CellHandle, CellMethod, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
 import type { CellCalls, RemoteCell } from "./remote-cell.ts";
 
@@ -107,12 +108,12 @@ export class ThreadLink implements CellCalls {
   private send(message: ToThread, id: number, queue: string | undefined, opens: boolean): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, queue, opens });
-      this.post(message);
+      this.post(message, message.kind === "call" ? columnBuffers(message.args[0]) : []);
     });
   }
 
-  private post(message: ToThread): void {
-    (this.worker ?? this.start()).postMessage(message);
+  private post(message: ToThread, transfer: ArrayBuffer[] = []): void {
+    (this.worker ?? this.start()).postMessage(message, transfer);
   }
 
   private start(): Worker {
