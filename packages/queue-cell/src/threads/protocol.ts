@@ -7,10 +7,11 @@ import type { ErrorData } from "./error-transport.ts";
 
 /**
  * The messages between the main thread and a cell thread (threaded-registry.ts and
- * cell-thread-server.ts), over the Worker's port. Calls carry an id their answer names. Bodies are
- * copied, never transferred (a caller's Uint8Array may be a view of a buffer it keeps using, such
- * as Node's shared pool, which a transfer would take from under it); a send's messages, a lease's
- * answer and lease refs cross by field (message-columns.ts), the rest as structured clones.
+ * cell-thread-server.ts), over the Worker's port. Calls carry an id their answer names. A caller's
+ * bodies are never transferred (a Uint8Array may be a view of a buffer it keeps using, such as
+ * Node's shared pool, which a transfer would take from under it): a send's messages, a lease's
+ * answer and lease refs are copied by field into buffers built for the crossing, which are
+ * transferred (message-columns.ts); the rest crosses as structured clones.
  */
 
 /** What a cell thread is started with (its workerData). */
