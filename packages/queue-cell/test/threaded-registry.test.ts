@@ -72,6 +72,37 @@ test("send, lease, ack, nack, settle and release round trip through a cell threa
   expect(Math.abs(cell.now() - systemClock.now())).toBeLessThanOrEqual(2);
 });
 
+test("calls made in one turn cross together and commit as one group: one flush for all", async () => {
+  let flushes = 0;
+  const registry = threaded({ durability: "full", onFileSynced: () => (flushes += 1) });
+  const cell = await registry.open("turn");
+  await cell.send([text("first")]);
+  await until(() => flushes >= 1, "the first flush to be told");
+  const before = flushes;
+  // Five sends in one group, each answered send making another, as a producer awaiting each call
+  // does. Their answers come back together and the five next sends go out together: one group
+  // and one flush for each five. Posted one by one, the thread woke at the first next send and
+  // committed it alone, the others waiting behind its flush for groups of their own.
+  const chains = Array.from({ length: 5 }, async (_, i) => {
+    await cell.send([text(`a${i}`)]);
+    await cell.send([text(`b${i}`)]);
+  });
+  await Promise.all(chains);
+  await until(() => flushes >= before + 2, "the flushes to be told");
+  expect(flushes - before).toBe(2);
+  expect(await cell.counts()).toMatchObject({ ready: 11 });
+});
+
+test("a call that cannot cross fails alone; the calls of its turn go through", async () => {
+  const registry = threaded();
+  const cell = await registry.open("clone");
+  const bad = cell.configure({ maxDeliveries: (() => 1) as unknown as number });
+  const good = cell.send([text("a")]);
+  await expect(bad).rejects.toThrow(/could not be cloned/);
+  expect((await good).ids).toHaveLength(1);
+  expect(await cell.counts()).toMatchObject({ ready: 1 });
+});
+
 test("a refusal on the thread arrives as the same CellError, code and fields", async () => {
   const registry = threaded();
   const cell = await registry.open("q");

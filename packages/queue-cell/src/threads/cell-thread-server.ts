@@ -11,6 +11,7 @@ import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
 import { columnBuffers, fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
+import { isBatch, PortOutbox, type MessageBatch } from "./port-outbox.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, MirrorUpdate, RegistryMethod, ToThread } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
 import { readThreadCpu } from "./thread-cpu.ts";
@@ -54,6 +55,8 @@ export class CellThreadServer {
   private readonly holds = new Map<number, () => void>();
   private readonly requests = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
   private nextRequest = 1;
+  /** What this thread tells the main thread, a turn's messages posted as one (PortOutbox). */
+  private readonly outbox: PortOutbox<FromThread>;
 
   constructor(
     private readonly port: MessagePort,
@@ -72,7 +75,14 @@ export class CellThreadServer {
       onCellClosing: (cell) => this.closing(cell),
       onCellCommitted: (cell) => this.committed(cell),
     });
-    port.on("message", (message: ToThread) => this.receive(message));
+    this.outbox = new PortOutbox<FromThread>(
+      (message, transfer) => port.postMessage(message, transfer),
+      (message, error) => this.undeliverable(message, error),
+    );
+    port.on("message", (message: ToThread | MessageBatch<ToThread>) => {
+      if (!isBatch(message)) return this.receive(message);
+      for (const one of message.messages) this.receive(one);
+    });
     setInterval(() => this.refreshDelayed(), delayedRefreshMs).unref();
   }
 
@@ -243,6 +253,7 @@ export class CellThreadServer {
     if (tally === undefined && !changed) return undefined;
     this.tallies.delete(name);
     this.changed.delete(name);
+    this.disarmIfTold();
     const handle = this.latestHandle.get(name) ?? 0;
     const cell = this.cells.get(handle);
     const mirror = cell === undefined ? undefined : this.mirrorUpdate(handle, cell);
@@ -272,6 +283,16 @@ export class CellThreadServer {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * Nothing left to tell (an answer carried it): the timer would wake the thread for nothing. A
+   * busy cell's every group armed it, and each answer took what it was armed for.
+   */
+  private disarmIfTold(): void {
+    if (this.updateTimer === undefined || this.changed.size > 0 || this.tallies.size > 0 || this.syncSeconds.length > 0) return;
+    clearTimeout(this.updateTimer);
+    this.updateTimer = undefined;
   }
 
   private armUpdate(): void {
@@ -317,7 +338,13 @@ export class CellThreadServer {
   }
 
   private post(message: FromThread, transfer: ArrayBuffer[] = []): void {
-    this.port.postMessage(message, transfer);
+    this.outbox.post(message, transfer);
+  }
+
+  /** An answer that could not be cloned is refused with why, rather than left unanswered. */
+  private undeliverable(message: FromThread, error: unknown): void {
+    if (message.kind !== "answer") throw error;
+    this.port.postMessage({ kind: "answer", id: message.id, ok: false, error: toErrorData(error), update: message.update });
   }
 }
 

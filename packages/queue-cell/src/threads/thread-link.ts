@@ -4,6 +4,7 @@ import { CellError } from "../errors.ts";
 import { fromErrorData, toErrorData } from "./error-transport.ts";
 import { columnBuffers } from "./message-columns.ts";
 import type { CellHandle, CellMethod, CellThreadParameters, CellUpdate, FromThread, RegistryMethod, ToThread } from "./protocol.ts";
+import { isBatch, PortOutbox, type MessageBatch } from "./port-outbox.ts";
 import type { CellCalls, RemoteCell } from "./remote-cell.ts";
 
 /** What a ThreadLink tells its registry of (ThreadedCellRegistry). */
@@ -35,6 +36,8 @@ interface Pending {
  */
 export class ThreadLink implements CellCalls {
   private worker: Worker | undefined;
+  /** What goes to the running thread, a turn's messages posted as one (PortOutbox). */
+  private outbox: PortOutbox<ToThread> | undefined;
   private exited: Promise<void> = Promise.resolve();
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
@@ -113,7 +116,16 @@ export class ThreadLink implements CellCalls {
   }
 
   private post(message: ToThread, transfer: ArrayBuffer[] = []): void {
-    (this.worker ?? this.start()).postMessage(message, transfer);
+    if (this.worker === undefined) this.start();
+    this.outbox!.post(message, transfer);
+  }
+
+  /** A call whose arguments could not be cloned fails as postMessage threw it. */
+  private undeliverable(message: ToThread, error: unknown): void {
+    if (message.kind !== "call" && message.kind !== "registry") throw error;
+    const call = this.pending.get(message.id);
+    this.pending.delete(message.id);
+    call?.reject(error);
   }
 
   private start(): Worker {
@@ -124,9 +136,16 @@ export class ThreadLink implements CellCalls {
       name: `celld cell thread ${this.thread}`,
     });
     this.worker = worker;
+    this.outbox = new PortOutbox<ToThread>(
+      (message, transfer) => worker.postMessage(message, transfer),
+      (message, error) => this.undeliverable(message, error),
+    );
     this.ending = false;
     let failure: Error | undefined;
-    worker.on("message", (message: FromThread) => this.receive(message));
+    worker.on("message", (message: FromThread | MessageBatch<FromThread>) => {
+      if (!isBatch(message)) return this.receive(message);
+      for (const one of message.messages) this.receive(one);
+    });
     worker.on("error", (error) => (failure = error));
     this.exited = new Promise((resolve) => {
       worker.on("exit", (code) => {
@@ -140,6 +159,8 @@ export class ThreadLink implements CellCalls {
 
   private onExit(code: number, failure: Error | undefined): void {
     this.worker = undefined;
+    this.outbox?.clear();
+    this.outbox = undefined;
     const queues = [...new Set([...this.cells.values()].map((cell) => cell.name))];
     for (const cell of this.cells.values()) cell.markClosed();
     this.cells.clear();
