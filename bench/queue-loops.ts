@@ -28,10 +28,12 @@ export interface QueueTally {
 }
 
 /**
- * Starts both loops on `cell`; `done` settles once both have stopped after `stop` aborts (a
- * waiting lease ends early then), and rejects with the first call that failed.
+ * Starts `inFlight` producer loops and as many consumer loops on `cell` (1: one call of each
+ * in flight at a time, a sequential producer; more: as many requests at once as a busy host
+ * serves); `done` settles once all have stopped after `stop` aborts (a waiting lease ends early
+ * then), and rejects with the first call that failed.
  */
-export function loadQueue(cell: LoadedCell, stop: AbortSignal): { tally: QueueTally; done: Promise<void> } {
+export function loadQueue(cell: LoadedCell, stop: AbortSignal, inFlight = 1): { tally: QueueTally; done: Promise<void> } {
   const tally: QueueTally = { sent: 0, acked: 0 };
   const produce = async (): Promise<void> => {
     while (!stop.aborted) {
@@ -47,7 +49,8 @@ export function loadQueue(cell: LoadedCell, stop: AbortSignal): { tally: QueueTa
       tally.acked += leased.length;
     }
   };
-  return { tally, done: Promise.all([produce(), consume()]).then(() => undefined) };
+  const loops = Array.from({ length: inFlight }, () => [produce(), consume()]).flat();
+  return { tally, done: Promise.all(loops).then(() => undefined) };
 }
 
 /**

@@ -35,20 +35,23 @@ function busyNote(run: RunFigures, cpu: CpuMs): string {
 
 export function outlookLines(runs: readonly RunFigures[], cores: number): string[] {
   const most = Math.max(...runs.map((r) => r.queues));
+  // The ceilings from the runs with the most calls in flight: the main thread is busiest there.
+  const busiest = Math.max(...runs.map((r) => r.inFlight));
   const lines = [`what a larger machine should show, and why (a projection from this run's figures, not a measurement):`, whereWorkRuns];
-  const unthreadedRuns = runs.filter((r) => r.queues === most && r.placement.threads === 0);
-  const threadedRuns = runs.filter((r) => r.queues === most && r.placement.threads > 0);
+  const unthreadedRuns = runs.filter((r) => r.queues === most && r.inFlight === busiest && r.placement.threads === 0);
+  const threadedRuns = runs.filter((r) => r.queues === most && r.inFlight === busiest && r.placement.threads > 0);
   const unthreaded = medianRun(unthreadedRuns);
   if (unthreaded.main === undefined) return [...lines, "  (no /proc here: no CPU per thread to project from)"];
   const m0 = perMessageUs(unthreaded, unthreaded.main);
+  const where = `${most} queues${busiest > 1 ? `, ${busiest} calls in flight each way a queue` : ""}`;
   lines.push(
-    `  unthreaded, ${most} queues: the main thread spends ${fmt(m0)} µs per message (loops and cells together), so the aggregate stays under ` +
+    `  unthreaded, ${where}: the main thread spends ${fmt(m0)} µs per message (loops and cells together), so the aggregate stays under ` +
       `${fmt(1e6 / m0)} msg/s however many cores and queues there are: one thread does all of it. ${busyNote(unthreaded, unthreaded.main)}`,
   );
   if (threadedRuns.length === 0) return [...lines, "  threaded: not measured on this branch."];
   const threaded = medianRun(threadedRuns);
   if (threaded.main === undefined || threaded.cellThreads.some((c) => c === undefined)) return [...lines, "  threaded: no CPU per thread to project from."];
-  lines.push(threadedCeiling(threaded, m0, most), callTimeLine(runs));
+  lines.push(threadedCeiling(threaded, m0, where), callTimeLine(runs.filter((r) => r.inFlight === 1)));
   lines.push(
     `  here: ${cores} cores shared with other work, so the cell threads and the main thread did not each have a core of their own, and the ` +
       `threaded runs had only what was left of a second core after the machine's other work (see the line above).`,
@@ -57,12 +60,12 @@ export function outlookLines(runs: readonly RunFigures[], cores: number): string
 }
 
 /** The threaded aggregate's CPU ceiling: the main thread's share per message, and the cell threads' to fill it. */
-function threadedCeiling(threaded: RunFigures, m0: number, queues: number): string {
+function threadedCeiling(threaded: RunFigures, m0: number, where: string): string {
   const m1 = perMessageUs(threaded, threaded.main!);
   const c1 = threaded.cellThreads.reduce((sum, c) => sum + perMessageUs(threaded, c!), 0);
   const threadsToFill = Math.ceil(c1 / m1);
   return (
-    `  threaded, ${queues} queues: the main thread spends ${fmt(m1)} µs per message and the cell threads ${fmt(c1)} µs between them. One cell ` +
+    `  threaded, ${where}: the main thread spends ${fmt(m1)} µs per message and the cell threads ${fmt(c1)} µs between them. One cell ` +
     `thread carries up to ${fmt(1e6 / c1)} msg/s on a core of its own; the main thread caps the aggregate at ${fmt(1e6 / m1)} msg/s, reached ` +
     `with about ${threadsToFill} busy cell thread${threadsToFill === 1 ? "" : "s"}. So once the load would keep an unthreaded main thread ` +
     `full (many busy queues, or many calls in flight), on a machine with ${threadsToFill + 1} or more free cores, expect up to about ` +

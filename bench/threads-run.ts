@@ -4,6 +4,7 @@
  * and then for the measured window, whose figures are the differences between a snapshot at its
  * start and one at its end: messages sent and acked, CPU by thread, the machine's other work.
  */
+import { setMaxListeners } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +16,8 @@ import { openRegistry, type BenchRegistry, type Placement } from "./thread-regis
 
 export interface RunFigures {
   queues: number;
+  /** Producer loops and consumer loops per queue, each with one call in flight. */
+  inFlight: number;
   placement: Placement;
   seconds: number;
   sentPerSecond: number;
@@ -49,13 +52,15 @@ interface Snapshot {
   machine: ReturnType<typeof machineCpuSnapshot>;
 }
 
-export async function measureRun(placement: Placement, queues: number, timing: RunTiming): Promise<RunFigures> {
+export async function measureRun(placement: Placement, queues: number, timing: RunTiming, inFlight = 1): Promise<RunFigures> {
   const dataDir = mkdtempSync(join(tmpdir(), "celld-threads-bench-"));
   const registry = openRegistry(placement, dataDir);
   const stop = new AbortController();
+  // Every waiting lease listens on it: more than Node's default 10 with several in flight.
+  setMaxListeners(0, stop.signal);
   try {
     const cells = await Promise.all(queueNames(queues).map((name) => registry.open(name)));
-    const loads = cells.map((cell) => loadQueue(cell, stop.signal));
+    const loads = cells.map((cell) => loadQueue(cell, stop.signal, inFlight));
     const tallies = loads.map((l) => l.tally);
     // A call that fails ends the run at once rather than after the window.
     const failed = Promise.all(loads.map((l) => l.done)).then(() => new Promise<never>(() => {}));
@@ -65,7 +70,7 @@ export async function measureRun(placement: Placement, queues: number, timing: R
     const end = await snapshot(registry, tallies);
     stop.abort();
     await Promise.all(loads.map((l) => l.done));
-    return figuresOf(placement, queues, start, end);
+    return figuresOf(placement, queues, inFlight, start, end);
   } finally {
     stop.abort();
     await registry.closeAll();
@@ -88,10 +93,11 @@ async function snapshot(registry: BenchRegistry, tallies: readonly QueueTally[])
   };
 }
 
-function figuresOf(placement: Placement, queues: number, start: Snapshot, end: Snapshot): RunFigures {
+function figuresOf(placement: Placement, queues: number, inFlight: number, start: Snapshot, end: Snapshot): RunFigures {
   const seconds = (end.at - start.at) / 1000;
   return {
     queues,
+    inFlight,
     placement,
     seconds,
     sentPerSecond: (end.sent - start.sent) / seconds,

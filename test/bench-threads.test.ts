@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ownThreadCpu, threadsCpu, totalMs } from "../bench/thread-cpu.ts";
-import { threadsBenchOptions } from "../bench/threads-bench.ts";
+import { inFlightMax, threadsBenchOptions } from "../bench/threads-bench.ts";
 import { outlookLines } from "../bench/threads-outlook.ts";
 import { cpuLine } from "../bench/threads-report.ts";
 import type { RunFigures } from "../bench/threads-run.ts";
@@ -19,6 +19,13 @@ describe("npm run bench threads' --threads", () => {
   it("refuses a missing count", () => {
     expect(() => threadsBenchOptions(["--threads"])).toThrow("--threads must be a whole number from 1 to 64, got null");
   });
+
+  it("takes --in-flight beside it, and refuses it out of bounds naming the flag", () => {
+    expect(threadsBenchOptions(["--in-flight", "8", "--threads=2"])).toEqual({ threads: 2, inFlight: 8 });
+    expect(threadsBenchOptions(["--in-flight=1"])).toEqual({ inFlight: 1 });
+    expect(() => threadsBenchOptions(["--in-flight", "0"])).toThrow(`--in-flight must be a whole number from 1 to ${inFlightMax}, got "0"`);
+    expect(() => threadsBenchOptions(["--in-flight", String(inFlightMax + 1)])).toThrow("--in-flight must be a whole number");
+  });
 });
 
 describe.runIf(process.platform === "linux")("the bench's CPU by thread", () => {
@@ -35,9 +42,10 @@ describe.runIf(process.platform === "linux")("the bench's CPU by thread", () => 
 });
 
 /** A run of 1 s that acked 10,000 messages: CPU ms given here are µs a message ×10. */
-function run(queues: number, threads: number, mainMs: number, cellMs: number[], processMs: number, sentPerSecond = 20_000): RunFigures {
+function run(queues: number, threads: number, mainMs: number, cellMs: number[], processMs: number, sentPerSecond = 20_000, inFlight = 1): RunFigures {
   return {
     queues,
+    inFlight,
     placement: { threads },
     seconds: 1,
     sentPerSecond,
@@ -67,6 +75,23 @@ describe("what the threads bench prints from its runs", () => {
     expect(text).toContain("caps the aggregate at 80,000 msg/s, reached with about 3 busy cell threads");
     expect(text).toContain("expect up to about 1.3× the unthreaded aggregate");
     // One send of 100 as its producer waits: 100 / 25,000 s against 100 / 12,500 s.
+    expect(text).toContain("took 4.00 ms unthreaded and 8.00 ms on a cell thread");
+  });
+
+  it("projects the ceilings from the runs with the most calls in flight, the call's time from the sequential ones", () => {
+    const runs = [
+      run(4, 0, 160, [], 200, 20_000, 1),
+      run(4, 2, 125, [175, 175], 450, 20_000, 1),
+      run(4, 0, 100, [], 200, 20_000, 4),
+      run(4, 2, 50, [100, 100], 300, 20_000, 4),
+      run(1, 0, 200, [], 250, 25_000, 1),
+      run(1, 1, 150, [300], 500, 12_500, 1),
+      run(1, 0, 200, [], 250, 50_000, 4),
+      run(1, 1, 150, [300], 500, 50_000, 4),
+    ];
+    const text = outlookLines(runs, 2).join("\n");
+    expect(text).toContain("unthreaded, 4 queues, 4 calls in flight each way a queue: the main thread spends 10.00 µs");
+    expect(text).toContain("caps the aggregate at 200,000 msg/s");
     expect(text).toContain("took 4.00 ms unthreaded and 8.00 ms on a cell thread");
   });
 });
