@@ -27,10 +27,10 @@ import { BackgroundWorkError, CellError, checkRange, isCellError } from "./error
 import { UlidSource } from "./ids.ts";
 import { LeaseWaiters, type ServeOutcome, type WaiterSpec } from "./lease-waiters.ts";
 import { limits } from "./limits.ts";
-import { checkSend, overloaded, type OutgoingMessage, type SendOptions } from "./send-input.ts";
+import { checkSend, overloaded, type OutgoingMessage, type SendOptions, type SendTrace } from "./send-input.ts";
 import { CallFailures } from "./storage-failure.ts";
 import { MessageState, type CellStore, type LeasedMessage, type MessageHead, type NewMessage, type StoredMessage } from "./store.ts";
-import { WriteLoop, type GroupFate } from "./write-loop.ts";
+import { WriteLoop, type GroupFate, type SubmitOptions } from "./write-loop.ts";
 
 const msPerSecond = 1000;
 /**
@@ -301,7 +301,7 @@ export class CellCore implements Cell {
         this.maintenanceDueBy(nowMs + this.retentionMs);
         this.readyChanged = true;
         return { ids, metrics: this.metrics() };
-      }, options.trace);
+      }, sendSubmit(options.trace));
     } finally {
       this.producerCallsInFlight -= 1;
     }
@@ -787,13 +787,13 @@ export class CellCore implements Cell {
     const tally = this.tally;
     this.tally = emptyTally();
     const observed = this.observer !== undefined && !isEmptyTally(tally);
-    if (swept === 0 && !observed) return served;
+    if (swept === 0 && !observed && served === undefined) return undefined;
     return {
       committed: () => {
-        served?.committed();
         if (swept > 0) this.retentionSwept(swept);
         if (observed) this.observer!.committed(tally);
       },
+      ...(served === undefined ? {} : { answer: served.committed }),
       failed: (error) => served?.failed(error),
     };
   }
@@ -906,3 +906,10 @@ export class CellCore implements Cell {
     if (this.closed) throw new CellError("ERR_CELL_CLOSED", `queue "${this.name}" is closed`);
   }
 }
+
+/** A send is a producer's call, answered first in its group (SubmitOptions.producer). */
+function sendSubmit(trace: SendTrace | undefined): SubmitOptions {
+  return trace === undefined ? producerCall : { producer: true, trace };
+}
+
+const producerCall: SubmitOptions = { producer: true };

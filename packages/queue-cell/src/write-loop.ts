@@ -3,7 +3,10 @@ import type { SendTrace } from "./send-input.ts";
 
 /** Told whether a group's writes became durable. */
 export interface GroupFate {
+  /** Told at once, before any call is answered (bookkeeping: tallies, retention notices). */
   committed: () => void;
+  /** Answers the calls the group served beside its own (waiting leases), as one of its other calls. */
+  answer?: () => void;
   failed: (error: unknown) => void;
 }
 
@@ -13,6 +16,22 @@ interface Job {
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   trace: SendTrace | undefined;
+  /** A producer's call: answered before the rest of its group (see SubmitOptions.producer). */
+  producer: boolean;
+}
+
+export interface SubmitOptions {
+  /** Told when the call's group starts and commits. */
+  trace?: SendTrace;
+  /**
+   * A producer's send, which a Worker awaits. Once its group is durable it is answered first, and
+   * the group's other calls (a consumer's acks and leases) and the leases it served follow on
+   * setImmediate: their continuations (a delivery's framing and POST, a settle's report) would
+   * otherwise run before the send's answer is written, and a Worker that awaits each send waits
+   * for all of it (see docs/performance.md, "A producer that awaits each call"). The group's
+   * bookkeeping (GroupFate.committed, afterCommit) is not deferred: it rides with the answer.
+   */
+  producer?: boolean;
 }
 
 export interface WriteLoopHooks {
@@ -31,7 +50,10 @@ export interface WriteLoopHooks {
    * leases). What it returns is told the group's fate, like the calls.
    */
   endOfGroup: (nowMs: number) => GroupFate | undefined;
-  /** After the commit is durable and every call has been answered. */
+  /**
+   * After the commit is durable and its calls answered; in a group with a producer's call, once
+   * that is answered, before the rest (SubmitOptions.producer).
+   */
   afterCommit: (nowMs: number) => void;
 }
 
@@ -55,11 +77,11 @@ export class WriteLoop {
 
   constructor(private readonly hooks: WriteLoopHooks) {}
 
-  /** `trace`, if given, is told when the call's group starts and commits. */
-  submit<T>(run: (nowMs: number) => T, trace?: SendTrace): Promise<T> {
+  submit<T>(run: (nowMs: number) => T, options: SubmitOptions = {}): Promise<T> {
     if (this.closed) return Promise.reject(new CellError("ERR_CELL_CLOSED", "the queue cell is closed"));
+    const { trace, producer = false } = options;
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject, trace });
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject, trace, producer });
       if (!this.scheduled) {
         this.scheduled = true;
         // setImmediate, not a microtask: I/O callbacks that arrived during the last commit run
@@ -108,21 +130,41 @@ export class WriteLoop {
       return;
     }
     for (let i = 0; i < jobs.length; i++) jobs[i]!.trace?.committed();
-    const answer = (): void => {
-      for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i]);
+    const answerRest = (): void => {
+      for (let i = 0; i < jobs.length; i++) if (!jobs[i]!.producer) jobs[i]!.resolve(results[i]);
+      fate?.answer?.();
+    };
+    // Settles once every call of the group is answered, so close() waits for the deferred ones too.
+    const answer = (): Promise<void> | undefined => {
+      let producers = 0;
+      for (let i = 0; i < jobs.length; i++) {
+        if (!jobs[i]!.producer) continue;
+        producers += 1;
+        jobs[i]!.resolve(results[i]);
+      }
       fate?.committed();
+      const deferred = producers > 0 && (producers < jobs.length || fate?.answer !== undefined);
+      if (!deferred) answerRest();
       this.hooks.afterCommit(nowMs);
+      if (!deferred) return undefined;
+      return new Promise<void>((resolve) =>
+        setImmediate(() => {
+          answerRest();
+          resolve();
+        }),
+      );
     };
     const durable = this.hooks.durable();
     if (durable === undefined) {
-      answer();
+      const rest = answer();
+      if (rest !== undefined) this.lastFlush = this.lastFlush.then(() => rest);
       return;
     }
     this.awaitingDisk += jobs.length;
     this.lastFlush = durable.then(
       () => {
         this.awaitingDisk -= jobs.length;
-        answer();
+        return answer();
       },
       (error: unknown) => {
         // Committed, but whether it reached the disk is unknown: no caller is told it did.

@@ -102,6 +102,30 @@ describe("send", () => {
   });
 });
 
+describe("a send in a group with a consumer's calls", () => {
+  test("is answered first: the ack and the lease it served follow, from the same commit", async () => {
+    const h = cellHarness();
+    const observed = new ObservedStore(sqliteStore(h.dir));
+    const cell = new QueueCell({ name: "o", store: observed.wrap(), clock: h.clock });
+    await cell.send([text("first")]);
+    const leased = await cell.lease({ max: 1 });
+    const waiting = cell.lease({ max: 5, waitSeconds: 20 });
+    await settle();
+    const before = observed.transactions;
+    const seen: string[] = [];
+    // Asked in this order, so without the send going first the ack would be answered first.
+    await Promise.all([
+      cell.ack(refs(leased)).then(() => seen.push("ack")),
+      cell.send([text("second")]).then(() => seen.push("send")),
+      waiting.then((batch) => seen.push(`lease ${bodies(batch).join()}`)),
+    ]);
+    expect(seen[0]).toBe("send");
+    expect(seen.slice(1).sort()).toEqual(["ack", "lease second"]);
+    expect(observed.transactions - before).toBe(1);
+    await cell.close();
+  });
+});
+
 describe("a failed group", () => {
   test("a lease expiry it applied and rolled back is applied by the next group", async () => {
     const h = cellHarness();
