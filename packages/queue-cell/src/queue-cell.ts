@@ -96,8 +96,11 @@ export interface CellCoreOptions {
   observer?: CellObserver;
   /** Told as close() begins (a registry on a worker thread tells the main thread's mirror). */
   onClosing?: (cell: CellCore) => void;
-  /** Told after each group has committed and its calls were answered (the same registry's mirror). */
-  onCommitted?: (cell: CellCore) => void;
+  /**
+   * Told after each group has committed and its calls were answered (the same registry's mirror),
+   * with the counts it left, read inside its transaction (undefined after a failed flush).
+   */
+  onCommitted?: (cell: CellCore, counts: CellCounts | undefined) => void;
 }
 
 /**
@@ -119,7 +122,9 @@ export class CellCore implements Cell {
   private readonly onWarning: (message: string) => void;
   private readonly observer: CellObserver | undefined;
   private readonly onClosing: ((cell: CellCore) => void) | undefined;
-  private readonly onCommitted: ((cell: CellCore) => void) | undefined;
+  private readonly onCommitted: ((cell: CellCore, counts: CellCounts | undefined) => void) | undefined;
+  /** The counts the group being answered left (only with onCommitted), for afterCommit. */
+  private groupCounts: CellCounts | undefined;
   /** What the group being written did, told to the observer once it is durable. */
   private tally: CellTally = emptyTally();
   private config: QueueConfig;
@@ -771,7 +776,9 @@ export class CellCore implements Cell {
 
   private afterCommit(nowMs: number): void {
     if (this.closed) return;
-    this.onCommitted?.(this);
+    const counts = this.groupCounts;
+    this.groupCounts = undefined;
+    this.onCommitted?.(this, counts);
     if (this.movingAdded || (!this.mover.busy && this.store.totals().moving > 0)) {
       this.movingAdded = false;
       this.mover.start();
@@ -787,9 +794,13 @@ export class CellCore implements Cell {
     const tally = this.tally;
     this.tally = emptyTally();
     const observed = this.observer !== undefined && !isEmptyTally(tally);
-    if (swept === 0 && !observed && served === undefined) return undefined;
+    // Read here, in the group's transaction: read after the commit, they cost SQLite a read
+    // transaction of their own (its locks are system calls) for every group.
+    const counts = this.onCommitted === undefined ? undefined : countsOf(this.store, nowMs);
+    if (swept === 0 && !observed && served === undefined && counts === undefined) return undefined;
     return {
       committed: () => {
+        this.groupCounts = counts;
         if (swept > 0) this.retentionSwept(swept);
         if (observed) this.observer!.committed(tally);
       },

@@ -1,4 +1,5 @@
 import { existsSync, rmSync } from "node:fs";
+import type { CellCounts } from "./cell-calls.ts";
 import type { QueueConfig } from "./cell-config.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { CellError } from "./errors.ts";
@@ -46,7 +47,7 @@ export interface CellRegistryOptions {
   /** Told as each cell this registry opened begins to close, whoever closes it. */
   onCellClosing?: (cell: QueueCell) => void;
   /** Told after each group a cell of this registry committed (its calls answered). */
-  onCellCommitted?: (cell: QueueCell) => void;
+  onCellCommitted?: (cell: QueueCell, counts: CellCounts | undefined) => void;
 }
 
 /**
@@ -144,7 +145,7 @@ export class CellRegistry implements QueueCells {
           observer: this.options.observe?.(name),
           syncFile: this.options.syncFile,
           onClosing: this.options.onCellClosing as ((cell: CellCore) => void) | undefined,
-          onCommitted: this.options.onCellCommitted as ((cell: CellCore) => void) | undefined,
+          onCommitted: this.options.onCellCommitted as ((cell: CellCore, counts: CellCounts | undefined) => void) | undefined,
         }),
     );
     this.cells.set(name, opening);

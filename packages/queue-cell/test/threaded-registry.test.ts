@@ -18,6 +18,7 @@ import {
 } from "../src/index.ts";
 import { ownerOf } from "../src/threads/owner-hash.ts";
 import { fromErrorData, toErrorData } from "../src/threads/error-transport.ts";
+import { packStrings, unpackStrings } from "../src/threads/message-columns.ts";
 import { bodies, refs, text } from "./cell-harness.ts";
 import { tempDir } from "./temp-dir.ts";
 
@@ -142,6 +143,8 @@ test("refs cross as columns: nack delays, settle of both, and a malformed ref re
   const [a, b, c, d] = refs(await cell.lease({ max: 4 }));
   expect(await cell.settle({ acks: [a!], nacks: [{ ...b!, delaySeconds: 600 }, { ...c!, delaySeconds: 0 }] })).toMatchObject({ acked: 1, retried: 2 });
   expect(await cell.counts()).toMatchObject({ ready: 1, delayed: 1, leased: 1 });
+  // The mirror's counts, read in the settle's own group: the same.
+  expect(cell.committedCounts()).toMatchObject({ ready: 1, delayed: 1, leased: 1 });
   expect(await cell.release([d!, a!])).toEqual({ released: 1, staleLeases: [a] });
   const local = new CellRegistry({ dataDir: tempDir(), durability: "off" });
   const localCell = await local.open("q");
@@ -172,6 +175,17 @@ test("a send's messages cross as columns with every field, and come back the sam
     ["world", "json", null],
   ]);
   expect(leased[1]!.sentAt).toBe(1_700_000_000_000);
+});
+
+test("a column of strings crosses packed as it can be, and comes back the same", () => {
+  const cases: Array<Array<string | null>> = [[], ["bytes", "bytes"], [null, null], ["a", "bc", "", "déf"], ["x", null, "y"]];
+  for (const values of cases) {
+    const packed = packStrings(values);
+    expect(unpackStrings(structuredClone(packed))).toEqual(values);
+  }
+  expect(packStrings(["j", "j", "j"])).toEqual({ each: "j", count: 3 });
+  expect(packStrings(["ab", "c"])).toMatchObject({ text: "abc" });
+  expect(packStrings(["a", null])).toEqual({ list: ["a", null] });
 });
 
 test("errors keep their class, code, storage facts and cause across the transport", () => {

@@ -1,5 +1,6 @@
 import { fdatasync } from "node:fs";
 import type { MessagePort } from "node:worker_threads";
+import type { CellCounts, SendResult } from "../cell-calls.ts";
 import type { QueueConfig } from "../cell-config.ts";
 import { emptyTally, type CellObserver, type CellTally } from "../cell-observer.ts";
 import type { DeadLetterTarget } from "../dead-letter-mover.ts";
@@ -9,7 +10,7 @@ import type { QueueCell } from "../sqlite-queue-cell.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
 import type { SyncFile } from "../wal-sync.ts";
 import { fromErrorData, toErrorData, type ErrorData } from "./error-transport.ts";
-import { columnBuffers, fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns } from "./message-columns.ts";
+import { columnBuffers, fromColumns, isColumns, isRefColumns, leasedToColumns, refsFromColumns, sendResultToColumns } from "./message-columns.ts";
 import { ownerOf } from "./owner-hash.ts";
 import { isBatch, PortOutbox, type MessageBatch } from "./port-outbox.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, MirrorUpdate, RegistryMethod, ToThread } from "./protocol.ts";
@@ -46,6 +47,8 @@ export class CellThreadServer {
   private readonly latestHandle = new Map<string, number>();
   private nextHandle = 1;
   private readonly changed = new Set<string>();
+  /** The counts the latest group of each changed cell left, read in its transaction (CellCore.onCommitted). */
+  private readonly groupCounts = new Map<string, CellCounts>();
   /** The settings last told of each handle's cell: an update carries them only when they changed. */
   private readonly toldConfig = new Map<number, QueueConfig>();
   private readonly tallies = new Map<string, CellTally>();
@@ -73,11 +76,13 @@ export class CellThreadServer {
       ...(parameters.forwardSyncTimes ? { syncFile: this.timedSync } : {}),
       resolveElsewhere: (name) => (ownerOf(name, parameters.threads) === parameters.thread ? undefined : this.remoteTarget(name)),
       onCellClosing: (cell) => this.closing(cell),
-      onCellCommitted: (cell) => this.committed(cell),
+      onCellCommitted: (cell, counts) => this.committed(cell, counts),
     });
     this.outbox = new PortOutbox<FromThread>(
       (message, transfer) => port.postMessage(message, transfer),
       (message, error) => this.undeliverable(message, error),
+      // After the group's deferred answers (a producer's send is answered first): see PortOutbox.
+      (post) => setImmediate(post),
     );
     port.on("message", (message: ToThread | MessageBatch<ToThread>) => {
       if (!isBatch(message)) return this.receive(message);
@@ -126,7 +131,7 @@ export class CellThreadServer {
       if (method === "send" && isColumns(args[0])) args[0] = fromColumns(args[0]);
       else if (method === "send" || method === "receiveDeadLetters") asBufferBodies(args[0] as Array<{ body: Uint8Array }>);
       const answer = await (cell[method] as (...a: unknown[]) => Promise<unknown>)(...args);
-      const value = method === "lease" ? leasedToColumns(answer as LeasedMessage[]) : answer;
+      const value = method === "lease" ? leasedToColumns(answer as LeasedMessage[]) : method === "send" ? sendResultToColumns(answer as SendResult) : answer;
       this.post({ kind: "answer", id, ok: true, value, update: this.takeUpdate(cell.name) }, columnBuffers(value));
     } catch (error) {
       this.post({ kind: "answer", id, ok: false, error: toErrorData(error), update: cell === undefined ? undefined : this.takeUpdate(cell.name) });
@@ -210,8 +215,10 @@ export class CellThreadServer {
    * caller's own call, most often, answered just before this), or after updateDelayMs for a
    * group nobody on the main thread waits on (lease expiry, a dead-letter move, retention).
    */
-  private committed(cell: QueueCell): void {
+  private committed(cell: QueueCell, counts: CellCounts | undefined): void {
     this.changed.add(cell.name);
+    if (counts === undefined) this.groupCounts.delete(cell.name);
+    else this.groupCounts.set(cell.name, counts);
     this.armUpdate();
   }
 
@@ -253,16 +260,18 @@ export class CellThreadServer {
     if (tally === undefined && !changed) return undefined;
     this.tallies.delete(name);
     this.changed.delete(name);
+    const counts = this.groupCounts.get(name);
+    this.groupCounts.delete(name);
     this.disarmIfTold();
     const handle = this.latestHandle.get(name) ?? 0;
     const cell = this.cells.get(handle);
-    const mirror = cell === undefined ? undefined : this.mirrorUpdate(handle, cell);
+    const mirror = cell === undefined ? undefined : this.mirrorUpdate(handle, cell, counts);
     return { handle, name, ...(mirror === undefined ? {} : { mirror }), ...(tally === undefined ? {} : { tally }) };
   }
 
   /** The mirror of `cell` for an update: its settings (a third of it) only if they changed. */
-  private mirrorUpdate(handle: number, cell: QueueCell): MirrorUpdate | undefined {
-    const mirror = this.mirrorOrNone(cell);
+  private mirrorUpdate(handle: number, cell: QueueCell, counts: CellCounts | undefined): MirrorUpdate | undefined {
+    const mirror = this.mirrorOrNone(cell, counts);
     if (mirror === undefined) return undefined;
     if (this.toldConfig.get(handle) !== mirror.config) {
       this.toldConfig.set(handle, mirror.config);
@@ -277,9 +286,9 @@ export class CellThreadServer {
    * side keeps the last one, and the failure reaches callers through their own calls. An error
    * thrown here, from a timer, would end the thread.
    */
-  private mirrorOrNone(cell: QueueCell): CellMirror | undefined {
+  private mirrorOrNone(cell: QueueCell, counts?: CellCounts): CellMirror | undefined {
     try {
-      return mirrorOf(cell);
+      return mirrorOf(cell, counts);
     } catch {
       return undefined;
     }
@@ -312,7 +321,11 @@ export class CellThreadServer {
 
   private refreshDelayed(): void {
     for (const cell of this.cells.values()) {
-      if (!cell.isClosed && (this.mirrorOrNone(cell)?.counts.delayed ?? 0) > 0) this.changed.add(cell.name);
+      if (!cell.isClosed && (this.mirrorOrNone(cell)?.counts.delayed ?? 0) > 0) {
+        // Time, not a group, moved them: a group's counts waiting to be told are out of date.
+        this.groupCounts.delete(cell.name);
+        this.changed.add(cell.name);
+      }
     }
     if (this.changed.size > 0) this.armUpdate();
   }
@@ -359,8 +372,9 @@ function refsFromArgs(method: CellMethod, args: unknown[]): void {
   }
 }
 
-function mirrorOf(cell: QueueCell): CellMirror {
-  return { config: cell.queueConfig, counts: cell.committedCounts(), nowOffsetMs: cell.now() - sharedNow(), idleSince: cell.idleSince() };
+/** `counts`: those a group just left, read in its transaction; else read now. */
+function mirrorOf(cell: QueueCell, counts?: CellCounts): CellMirror {
+  return { config: cell.queueConfig, counts: counts ?? cell.committedCounts(), nowOffsetMs: cell.now() - sharedNow(), idleSince: cell.idleSince() };
 }
 
 /**

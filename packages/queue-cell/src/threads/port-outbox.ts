@@ -23,6 +23,13 @@ interface Posted<M> {
  * one turn makes arrive together and join one group, as they do on the main thread.
  *
  * Order is kept: a batch holds every message posted in the turn, in the order posted.
+ *
+ * When a batch goes is the poster's `schedule`: the main thread posts on process.nextTick (after
+ * the promise jobs of the callback that posted, so the calls its continuations make go together).
+ * A cell thread posts on setImmediate: a group with a producer's send answers that send first and
+ * the group's other calls on setImmediate (WriteLoop, SubmitOptions.producer); posted on nextTick,
+ * the send's answer went alone, the producer's next send came back alone and made a group of its
+ * own. Posted after the deferred answers, they cross together and the calls they release do too.
  */
 export class PortOutbox<M> {
   private posted: Array<Posted<M>> = [];
@@ -32,15 +39,15 @@ export class PortOutbox<M> {
     private readonly deliver: (message: M | MessageBatch<M>, transfer: ArrayBuffer[]) => void,
     /** A message that could not be posted (a value a structured clone refuses): told with why. */
     private readonly undeliverable: (message: M, error: unknown) => void,
+    /** Runs the batch's posting once the turn's work is done: process.nextTick or setImmediate. */
+    private readonly schedule: (post: () => void) => void,
   ) {}
 
   post(message: M, transfer: ArrayBuffer[] = []): void {
     this.posted.push({ message, transfer });
     if (this.scheduled) return;
     this.scheduled = true;
-    // process.nextTick from a promise job runs once the job queue is empty: after every
-    // continuation the current turn released, so the calls they make join this batch.
-    process.nextTick(this.flush);
+    this.schedule(this.flush);
   }
 
   /** Drops what was posted and not yet sent (the other side has gone). */

@@ -16,7 +16,7 @@ import type { Cell } from "../cell-surface.ts";
 import { CellError, checkRange } from "../errors.ts";
 import type { OutgoingMessage, SendOptions } from "../send-input.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
-import { leasedFromColumns, refsToColumns, toColumns, type LeasedColumns } from "./message-columns.ts";
+import { leasedFromColumns, refsToColumns, sendResultFromColumns, toColumns, type LeasedColumns, type SendResultColumns } from "./message-columns.ts";
 import type { CellMethod, CellMirror, MirrorUpdate } from "./protocol.ts";
 import { sharedNow } from "./shared-now.ts";
 
@@ -96,7 +96,7 @@ export class RemoteCell implements Cell {
     const ended = observer?.sendStarted();
     this.sendsInFlight += 1;
     try {
-      const result = (await this.call("send", [toColumns(messages) ?? messages, options])) as SendResult;
+      const result = sendResultFromColumns((await this.call("send", [toColumns(messages) ?? messages, options])) as SendResultColumns);
       ended?.(true);
       return result;
     } catch (error) {

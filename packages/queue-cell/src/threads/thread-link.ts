@@ -139,6 +139,9 @@ export class ThreadLink implements CellCalls {
     this.outbox = new PortOutbox<ToThread>(
       (message, transfer) => worker.postMessage(message, transfer),
       (message, error) => this.undeliverable(message, error),
+      // process.nextTick from a promise job runs once the job queue is empty: after every
+      // continuation the answers released, so the calls they make go in this batch.
+      (post) => process.nextTick(post),
     );
     this.ending = false;
     let failure: Error | undefined;
