@@ -224,7 +224,7 @@ export class CellCore implements Cell {
         }
       },
       writesHeld: () => this.store.writesHeld(),
-      durable: () => this.store.durable()?.catch((error: unknown) => Promise.reject(this.callFailed(error, "flush"))),
+      durable: (urgent) => this.store.durable(urgent)?.catch((error: unknown) => Promise.reject(this.callFailed(error, "flush"))),
       now: () => this.now(),
       beforeGroup: (nowMs) => {
         // In the clock's time, as the registry that closes idle cells reads it.

@@ -273,7 +273,7 @@ export class SqliteFile {
     return undefined;
   }
 
-  durable(): Promise<void> | undefined {
+  durable(urgent = false): Promise<void> | undefined {
     // Every write of a group is an INSERT, UPDATE or DELETE, and SQLite counts the rows they
     // change: an unchanged count means the group appended nothing to the log.
     this.totalChangesStatement ??= this.db.prepare(statementSql.totalChanges);
@@ -285,7 +285,7 @@ export class SqliteFile {
     // truncation it cancelled is asked for again, once the cancelled one has answered.
     else if (this.truncationCancelled) this.truncateLogIfIdle();
     this.truncationCancelled = false;
-    if (this.walSync !== undefined) return this.walSync.durable(wrote);
+    if (this.walSync !== undefined) return this.walSync.durable(wrote, urgent);
     // Without a flush of its own the commit is the flush: the files are looked at after it.
     const lost = wrote ? this.filesLost() : undefined;
     if (lost === undefined) return undefined;

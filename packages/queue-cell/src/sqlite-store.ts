@@ -133,8 +133,8 @@ export class SqliteCellStore implements CellStore {
     return this.file.writesHeld();
   }
 
-  durable(): Promise<void> | undefined {
-    return this.file.durable();
+  durable(urgent = false): Promise<void> | undefined {
+    return this.file.durable(urgent);
   }
 
   transaction<T>(fn: () => T): T {

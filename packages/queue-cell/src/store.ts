@@ -114,8 +114,10 @@ export interface CellStore {
    * that failed). Undefined when a transaction is already as durable as it will get when it
    * returns (a backend that flushes inside commit, or durability off). Once a flush has failed,
    * the store takes no more transactions: `transaction` throws that ERR_STORAGE from then on.
+   * `urgent`: a producer waits on it; a backend may start a flush of its own beside one running
+   * rather than wait for it to end (WalSync.durable).
    */
-  durable(): Promise<void> | undefined;
+  durable(urgent?: boolean): Promise<void> | undefined;
   /**
    * Why the store takes no more transactions, for good: a flush of its log or of its database
    * file failed, and only a restart (which recovers from the log on disk) may write again; or a

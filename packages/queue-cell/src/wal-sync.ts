@@ -22,18 +22,35 @@ interface Waiter {
 }
 
 /**
+ * Flushes answered together (see WalSync): one, and one more that an urgent call (a producer's)
+ * starts beside it rather than wait for it to end. No more join them, or a steady stream of
+ * urgent calls would keep the first flush's callers from ever being answered.
+ */
+const overlappingFlushesMax = 2;
+
+/**
  * Makes a SQLite WAL durable without blocking the event loop: SQLite commits with
  * synchronous=OFF (its frames reach the OS, not the disk) and this flushes the WAL file with
  * fdatasync on libuv's thread pool. A call resolves once a flush that started after it was made
  * has finished, so it covers every commit before it. Calls made while a flush runs share the
- * next one: one fdatasync serves every group committed in the meantime.
+ * next one: one fdatasync serves every group committed in the meantime. An urgent call (a group
+ * a producer waits on) starts a second flush at once instead, beside the running one.
+ *
+ * Flushes that overlap are answered together, once the last of them ends, and fail together: a
+ * failed writeback is reported to one fdatasync of the file, not necessarily the one whose data
+ * it held, so a flush that overlapped a failed one proves nothing.
  */
 export class WalSync {
   private fd: number | undefined;
-  private running = false;
+  /** Flushes now running (see overlappingFlushesMax). */
+  private running = 0;
   private waiting: Waiter[] = [];
-  /** The callers of the flush now running. */
+  /** The callers of the flushes now running, answered when the last of them ends. */
   private flushing: Waiter[] = [];
+  /** The first error of the flushes now running. */
+  private runningError: Error | null = null;
+  /** Flushes started since none was running: they are answered together. */
+  private overlapping = 0;
   /**
    * Set by the first flush that fails, for good. After a failed fsync, Linux may have dropped the
    * pages it could not write and reports the failure once: a later flush can succeed without them.
@@ -66,17 +83,19 @@ export class WalSync {
    * `wrote` says whether anything was committed since the last call. A group that wrote nothing
    * (a lease that found no message) needs no flush of its own: the flush already asked for, if
    * one is still running or waiting, covers what it read. Without this, an idle consumer's empty
-   * leases each cost an fdatasync, and a send arriving meanwhile waited behind it.
+   * leases each cost an fdatasync, and a send arriving meanwhile waited behind it. `urgent` (a
+   * producer waits): a call that wrote starts its flush now even if one is running, rather than
+   * wait for that one's end and then its own; what waited for the next flush goes with it.
    */
-  durable(wrote = true): Promise<void> | undefined {
+  durable(wrote = true, urgent = false): Promise<void> | undefined {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (wrote) {
       return new Promise<void>((resolve, reject) => {
         this.waiting.push({ resolve, reject });
-        if (!this.running) this.flush();
+        if (this.running === 0 || (urgent && this.overlapping < overlappingFlushesMax)) this.flush();
       });
     }
-    const covering = this.waiting.length > 0 ? this.waiting : this.running ? this.flushing : undefined;
+    const covering = this.waiting.length > 0 ? this.waiting : this.running > 0 ? this.flushing : undefined;
     if (covering === undefined) return undefined;
     return new Promise<void>((resolve, reject) => void covering.push({ resolve, reject }));
   }
@@ -89,20 +108,21 @@ export class WalSync {
   /** Closes the WAL handle once no flush is running (SQLite may already have deleted the file). */
   close(): void {
     this.closed = true;
-    if (!this.running) this.release();
+    if (this.running === 0) this.release();
   }
 
   private flush(): void {
     const fd = this.fd;
     const batch = this.waiting;
     this.waiting = [];
-    this.flushing = batch;
     if (fd === undefined) {
       const error = new CellError("ERR_STORAGE", "the queue's storage failed: its write-ahead log is not open");
       for (const w of batch) w.reject(error);
       return;
     }
-    this.running = true;
+    for (const w of batch) this.flushing.push(w);
+    this.running += 1;
+    this.overlapping += 1;
     // The log's name, made by the open that created the file, must be on disk before anything in
     // it is answered. Flushed with the first flush, beside it on the thread pool, rather than at
     // open on the event loop: that fsync was the largest part of an open (1-5 ms here), and a cell
@@ -111,7 +131,7 @@ export class WalSync {
     let failed: Error | null = null;
     const done = (error: Error | null): void => {
       failed ??= error;
-      if (--running === 0) this.flushed(batch, failed);
+      if (--running === 0) this.oneFlushed(failed);
     };
     if (!this.directorySynced) {
       this.directorySynced = true;
@@ -121,8 +141,19 @@ export class WalSync {
     this.syncFile(fd, done);
   }
 
+  /** One flush ended; the callers of all that overlapped it are answered once the last ends. */
+  private oneFlushed(error: Error | null): void {
+    this.runningError ??= error;
+    if (--this.running > 0) return;
+    this.overlapping = 0;
+    const batch = this.flushing;
+    this.flushing = [];
+    const failed = this.runningError;
+    this.runningError = null;
+    this.flushed(batch, failed);
+  }
+
   private flushed(batch: Waiter[], error: Error | null): void {
-    this.running = false;
     const lost = error === null ? this.lostAfterFlush() : failedFlush(error);
     if (lost === undefined) {
       for (const w of batch) w.resolve();

@@ -30,6 +30,7 @@ export interface SubmitOptions {
    * otherwise run before the send's answer is written, and a Worker that awaits each send waits
    * for all of it (see docs/performance.md, "A producer that awaits each call"). The group's
    * bookkeeping (GroupFate.committed, afterCommit) is not deferred: it rides with the answer.
+   * Its group's flush is urgent: it starts beside one already running (WalSync.durable).
    */
   producer?: boolean;
 }
@@ -39,8 +40,11 @@ export interface WriteLoopHooks {
   transaction: <T>(fn: () => T) => T;
   /** When a transaction may start without the event loop waiting for a lock (CellStore.writesHeld). */
   writesHeld: () => Promise<void> | undefined;
-  /** When what has committed is on disk; undefined if it already is (CellStore.durable). */
-  durable: () => Promise<void> | undefined;
+  /**
+   * When what has committed is on disk; undefined if it already is (CellStore.durable). `urgent`
+   * for a group with a producer's call (SubmitOptions.producer).
+   */
+  durable: (urgent: boolean) => Promise<void> | undefined;
   /** The group's time; the same for every call in the group. */
   now: () => number;
   /** Work due at the start of every group (lease expiry, retention), inside the transaction. */
@@ -154,7 +158,7 @@ export class WriteLoop {
         }),
       );
     };
-    const durable = this.hooks.durable();
+    const durable = this.hooks.durable(jobs.some((job) => job.producer));
     if (durable === undefined) {
       const rest = answer();
       if (rest !== undefined) this.lastFlush = this.lastFlush.then(() => rest);

@@ -42,18 +42,23 @@ describe("durable commits (durability full)", () => {
   it("does not hold the next group back, and one flush serves every group committed during the last", async () => {
     const sync = heldSync();
     const { cell, path } = cellWith(sync.syncFile);
-    const first = cell.send([text("a")]);
+    const sent = Promise.all(["a", "b", "c"].map((body) => cell.send([text(body)])));
+    await settled(sent);
+    sync.finish();
+    await sent;
+    // A consumer's calls (not a producer's: see the next test): two more groups commit while the
+    // first flush runs, and wait for the next flush together.
+    const lease = () => cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    const first = lease();
     await settled(first);
-    // Two more groups commit while the first flush runs; they wait for the next flush together.
-    const second = cell.send([text("b")]);
+    const second = lease();
     await settled(second);
-    const third = cell.send([text("c")]);
+    const third = lease();
     await settled(third);
     // All three groups have committed (another connection sees them), none is answered yet.
     const reader = new Database(path, { readonly: true });
-    expect(reader.prepare("SELECT count(*) AS n FROM messages").get()).toEqual({ n: 3 });
+    expect(reader.prepare("SELECT count(*) AS n FROM messages WHERE deliveries > 0").get()).toEqual({ n: 3 });
     reader.close();
-    expect(cell.inFlight).toBe(3);
     expect(sync.calls).toBe(1);
     sync.finish();
     await first;
@@ -62,6 +67,65 @@ describe("durable commits (durability full)", () => {
     sync.finish();
     await Promise.all([second, third]);
   });
+
+  it("a send committed while a flush runs starts its own beside it; both are answered when the later ends", async () => {
+    const sync = heldSync();
+    const { cell } = cellWith(sync.syncFile);
+    const ready = cell.send([text("a")]);
+    await settled(ready);
+    sync.finish();
+    await ready;
+    const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+    await settled(lease);
+    expect(sync.calls).toBe(1);
+    // A producer waits on this one: its flush starts now, not after the lease's.
+    const send = cell.send([text("b")]);
+    await settled(send);
+    expect(sync.calls).toBe(2);
+    // No third flush joins them: this send waits for the two to end, then has its own.
+    const third = cell.send([text("c")]);
+    await settled(third);
+    expect(sync.calls).toBe(2);
+    sync.finish();
+    // The first flush is done, but a failed writeback may be reported to either of two that
+    // overlap: nobody is answered before both have ended.
+    expect(await settled(lease)).toBe(false);
+    expect(await settled(send)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await expect(lease).resolves.toHaveLength(1);
+    await expect(send).resolves.toMatchObject({ ids: [expect.any(String)] });
+    expect(await settled(third)).toBe(false);
+    expect(sync.calls).toBe(1);
+    sync.finish();
+    await expect(third).resolves.toMatchObject({ ids: [expect.any(String)] });
+  });
+
+  for (const failing of ["earlier", "later"] as const) {
+    it(`of two overlapping flushes, the ${failing} failing fails the callers of both`, async () => {
+      const sync = heldSync();
+      const { cell } = cellWith(sync.syncFile);
+      const ready = cell.send([text("a")]);
+      await settled(ready);
+      sync.finish();
+      await ready;
+      const lease = cell.lease({ max: 1, visibilityTimeoutSeconds: 30 });
+      await settled(lease);
+      const send = cell.send([text("b")]);
+      await settled(send);
+      expect(sync.calls).toBe(2);
+      const eio = new Error("EIO: i/o error, fdatasync");
+      sync.finish(failing === "earlier" ? eio : null);
+      sync.finish(failing === "later" ? eio : null);
+      for (const p of [lease, send]) {
+        const error = await p.catch((e: unknown) => e);
+        expect(isCellError(error, "ERR_STORAGE")).toBe(true);
+        expect((error as Error).message).toMatch(/flushing its log to disk failed \(EIO.*\); this call may or may not have taken effect/);
+      }
+      await expect(cell.send([text("c")])).rejects.toThrow(/failed earlier \(EIO.*\), so it takes no more writes/);
+      expect(sync.calls).toBe(0);
+    });
+  }
 
   it("holds back a lease of a message until the lease itself is durable", async () => {
     const sync = heldSync();
@@ -112,10 +176,13 @@ describe("durable commits (durability full)", () => {
     const a = cell.send([text("a")]);
     const b = cell.send([text("b")]);
     await settled(a);
-    // Committed while the first flush runs: it waits for the next flush, which never comes.
+    // Committed while the first flush runs, a producer's group has a flush of its own beside it,
+    // which works; what it proves is lost with the first (see the overlapping flushes above).
     const c = cell.send([text("c")]);
     await settled(c);
+    expect(sync.calls).toBe(2);
     sync.finish(new Error("EIO: i/o error, fdatasync"));
+    sync.finish();
     for (const p of [a, b, c]) {
       const error = await p.catch((e: unknown) => e);
       expect(isCellError(error, "ERR_STORAGE")).toBe(true);
