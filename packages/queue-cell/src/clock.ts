@@ -21,9 +21,38 @@ const timerDelayMsMax = 2 ** 31 - 1;
  * every lease and swept every message at once. Node's timers run on the same monotonic clock, so
  * a timer fires when this clock says it is due. NTP's gradual slewing moves both clocks alike.
  */
-const startWallMs = Date.now();
-const startMonotonicMs = performance.now();
-const monotonicWallNow = (): number => startWallMs + Math.floor(performance.now() - startMonotonicMs);
+let origin: SystemClockOrigin = { wallMs: Date.now(), monotonicMs: monotonicMs() };
+const monotonicWallNow = (): number => origin.wallMs + Math.floor(monotonicMs() - origin.monotonicMs);
+
+/**
+ * The process's monotonic clock, ms: libuv's, which every thread of the process reads alike
+ * (performance.now() counts from each thread's own start).
+ */
+function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/** Where systemClock starts: the wall clock at a moment, and the monotonic clock at that moment. */
+export interface SystemClockOrigin {
+  wallMs: number;
+  monotonicMs: number;
+}
+
+/** This thread's systemClock origin, for a worker thread to adopt (adoptSystemClockOrigin). */
+export function systemClockOrigin(): SystemClockOrigin {
+  return { ...origin };
+}
+
+/**
+ * Makes this thread's systemClock the one of the thread that gave `from`: each thread reading
+ * Date.now() and the monotonic clock at its own start pairs them apart by whatever ran between
+ * the two reads (6-10 ms on a loaded machine), so a cell on a worker thread and the main thread
+ * reading its times would disagree by that much. Called by a cell thread before anything reads
+ * its clock.
+ */
+export function adoptSystemClockOrigin(from: SystemClockOrigin): void {
+  origin = { ...from };
+}
 
 export const systemClock: Clock = {
   now: monotonicWallNow,

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { ManualClock, systemClock } from "../src/index.ts";
+import { adoptSystemClockOrigin, systemClockOrigin } from "../src/clock.ts";
 
 test("timers fire in time order as the clock advances, and not before", () => {
   const clock = new ManualClock(1_000);
@@ -36,7 +37,7 @@ test("the clock never goes back", () => {
  */
 describe("systemClock when the wall clock steps", () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ["Date", "performance", "setTimeout", "clearTimeout"], now: Date.UTC(2026, 5, 1) });
+    vi.useFakeTimers({ toFake: ["Date", "hrtime", "setTimeout", "clearTimeout"], now: Date.UTC(2026, 5, 1) });
   });
   afterEach(() => {
     vi.useRealTimers();
@@ -78,4 +79,19 @@ describe("systemClock when the wall clock steps", () => {
     vi.advanceTimersByTime(1);
     expect(fired).toBe(true);
   });
+});
+
+test("a thread that adopts another's origin reads the same time, however late it started", () => {
+  const origin = systemClockOrigin();
+  try {
+    // As a cell thread started later would have paired its own two reads, 8 ms apart.
+    adoptSystemClockOrigin({ wallMs: origin.wallMs + 8, monotonicMs: origin.monotonicMs });
+    const skewed = systemClock.now();
+    adoptSystemClockOrigin(origin);
+    const own = systemClock.now();
+    expect(skewed - own).toBeGreaterThanOrEqual(7);
+    expect(skewed - own).toBeLessThanOrEqual(8);
+  } finally {
+    adoptSystemClockOrigin(origin);
+  }
 });

@@ -4,6 +4,7 @@ import type { CellCounts, SendResult } from "../cell-calls.ts";
 import type { QueueConfig } from "../cell-config.ts";
 import { emptyTally, type CellObserver, type CellTally } from "../cell-observer.ts";
 import type { DeadLetterTarget } from "../dead-letter-mover.ts";
+import { systemClock } from "../clock.ts";
 import { CellError } from "../errors.ts";
 import { CellRegistry } from "../registry.ts";
 import type { QueueCell } from "../sqlite-queue-cell.ts";
@@ -14,7 +15,6 @@ import { columnBuffers, fromColumns, isColumns, isRefColumns, leasedToColumns, r
 import { ownerOf } from "./owner-hash.ts";
 import { isBatch, PortOutbox, type MessageBatch } from "./port-outbox.ts";
 import type { CellHandle, CellMethod, CellMirror, CellThreadParameters, CellUpdate, FromThread, MirrorUpdate, RegistryMethod, ToThread } from "./protocol.ts";
-import { sharedNow } from "./shared-now.ts";
 import { readThreadCpu } from "./thread-cpu.ts";
 
 /**
@@ -374,7 +374,7 @@ function refsFromArgs(method: CellMethod, args: unknown[]): void {
 
 /** `counts`: those a group just left, read in its transaction; else read now. */
 function mirrorOf(cell: QueueCell, counts?: CellCounts): CellMirror {
-  return { config: cell.queueConfig, counts: counts ?? cell.committedCounts(), nowOffsetMs: cell.now() - sharedNow(), idleSince: cell.idleSince() };
+  return { config: cell.queueConfig, counts: counts ?? cell.committedCounts(), nowOffsetMs: cell.now() - systemClock.now(), idleSince: cell.idleSince() };
 }
 
 /**

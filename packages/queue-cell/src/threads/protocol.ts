@@ -1,6 +1,7 @@
 import type { CellCounts } from "../cell-calls.ts";
 import type { QueueConfig } from "../cell-config.ts";
 import type { CellTally } from "../cell-observer.ts";
+import type { SystemClockOrigin } from "../clock.ts";
 import type { Durability } from "../sqlite-file.ts";
 import type { StoredMessage } from "../store.ts";
 import type { ErrorData } from "./error-transport.ts";
@@ -27,6 +28,8 @@ export interface CellThreadParameters {
   forwardTallies: boolean;
   /** The main thread times flushes: time each fdatasync and forward the durations. */
   forwardSyncTimes: boolean;
+  /** The main thread's systemClock, adopted by the thread so both read the same time. */
+  clockOrigin: SystemClockOrigin;
 }
 
 /** The methods of a cell a RemoteCell calls on the thread (every async member of Cell). */
@@ -59,7 +62,7 @@ export type RegistryMethod = "open" | "openExisting" | "drop" | "close" | "close
 export interface CellMirror {
   config: QueueConfig;
   counts: CellCounts;
-  /** The cell's time minus sharedNow() (CellTime runs ahead after a clock went back). */
+  /** The cell's time minus systemClock.now(), which the thread reads as main does (CellTime runs ahead after a clock went back). */
   nowOffsetMs: number;
   idleSince: number | undefined;
 }

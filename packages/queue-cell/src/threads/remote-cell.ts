@@ -13,12 +13,12 @@ import type {
 import type { QueueConfig } from "../cell-config.ts";
 import type { CellObserver } from "../cell-observer.ts";
 import type { Cell } from "../cell-surface.ts";
+import { systemClock } from "../clock.ts";
 import { CellError, checkRange } from "../errors.ts";
 import type { OutgoingMessage, SendOptions } from "../send-input.ts";
 import type { LeasedMessage, StoredMessage } from "../store.ts";
 import { leasedFromColumns, refsToColumns, sendResultFromColumns, toColumns, type LeasedColumns, type SendResultColumns } from "./message-columns.ts";
 import type { CellMethod, CellMirror, MirrorUpdate } from "./protocol.ts";
-import { sharedNow } from "./shared-now.ts";
 
 /** How a RemoteCell reaches its thread (ThreadLink). */
 export interface CellCalls {
@@ -36,8 +36,8 @@ export interface CellCalls {
  *   show a moment anyway; the API's paused check, which a configure that answered has updated.
  * - `idleSince`: only the thread's own registry decides on idleness, from the cell itself.
  * - `now`: the thread's cell time is the clock plus an offset (see CellTime), which the mirror
- *   carries against a clock both threads read alike (sharedNow): it is the thread's to within a
- *   millisecond, not a hint.
+ *   carries against systemClock, which a cell thread reads from the main thread's origin
+ *   (adoptSystemClockOrigin): it is the thread's own time, not a hint.
  * `inFlight` and `isClosed` are kept here: sends are counted from call to answer, hop included,
  * and a close is known at once (the thread tells one it made itself: idle, evicted, dropped).
  */
@@ -201,7 +201,7 @@ export class RemoteCell implements Cell {
 
   now(): number {
     // Never back, as CellTime: the offset may shrink when the system clock catches up.
-    this.lastNow = Math.max(this.lastNow, Math.floor(sharedNow() + this.mirror.nowOffsetMs));
+    this.lastNow = Math.max(this.lastNow, systemClock.now() + this.mirror.nowOffsetMs);
     return this.lastNow;
   }
 

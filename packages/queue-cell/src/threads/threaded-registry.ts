@@ -2,7 +2,7 @@ import type { QueueConfig } from "../cell-config.ts";
 import { CellDirectory } from "../cell-directory.ts";
 import type { CellObserver } from "../cell-observer.ts";
 import type { QueueCells } from "../cell-surface.ts";
-import { systemClock } from "../clock.ts";
+import { systemClock, systemClockOrigin } from "../clock.ts";
 import { CellError } from "../errors.ts";
 import { limits } from "../limits.ts";
 import type { CellRegistryOptions } from "../registry.ts";
@@ -74,6 +74,7 @@ export class ThreadedCellRegistry implements QueueCells {
             openCellsMax: options.openCellsMax === undefined ? undefined : Math.max(1, Math.ceil(options.openCellsMax / threads)),
             forwardTallies: options.observe !== undefined,
             forwardSyncTimes: options.onFileSynced !== undefined,
+            clockOrigin: systemClockOrigin(),
           },
           events,
         ),
