@@ -140,7 +140,7 @@ async function measure(host: HostProcess, scale = 1): Promise<RoundFigures> {
     const waves = await oneRequest(`/send-waves?waves=${waveCount}&per=${waveSize}`, waveCount * waveSize);
     const latency: LatencyFigures[] = [];
     for (const load of pacedLoads) {
-      const before = d.host.consumed;
+      const before = await d.host.consumedCount();
       const settle = await paced(d, "/send", load.rate, load.settleMs * scale);
       const empty = await paced(d, "/noop", load.rate, load.noopMs * scale);
       const machineBefore = machineCpuSnapshot();

@@ -5,11 +5,13 @@
  * The bench process only drives HTTP and keeps time.
  *
  * The child's side is serveHost; the parent's is spawnHost. Over the IPC channel the child says
- * `ready` (with its URL) once, then `consumed` after the consumer batches settled in one turn of
- * its event loop, and `loop` (its event loop's time so far) whenever the parent asks with `loop`;
- * the parent says `stop`. Each host counts consumption where it settles a batch: celld's
- * `onBatch` report after the acks commit, Miniflare's broker log line after it has applied the
- * batch's outcome.
+ * `ready` (with its URL) once; the parent asks `count` (answered with the messages consumed so
+ * far), `watch` (answered with `reached` and the monotonic time, once that many are consumed),
+ * `loop` (its event loop's time so far) and `stop`. Each host counts consumption where it settles
+ * a batch: celld's `onBatch` report after the acks commit, Miniflare's broker log line after it
+ * has applied the batch's outcome. The child says nothing per batch: a message a batch cost
+ * celld's busy Node thread 3-4% of its samples and woke this process each time, a cost of the
+ * bench, not of a host.
  *
  * Imports nothing from celld (the Miniflare child loads this file).
  */
@@ -18,11 +20,13 @@ import { performance } from "node:perf_hooks";
 
 type ChildMessage =
   | { type: "ready"; url: string; directUrl?: string }
-  | { type: "consumed"; count: number }
+  | { type: "count"; count: number }
+  /** `at`: process.hrtime.bigint() (CLOCK_MONOTONIC, the same clock in both processes), as a string. */
+  | { type: "reached"; target: number; at: string }
   | { type: "loop"; time: LoopTime }
   | { type: "failed"; message: string };
 
-type ParentMessage = { type: "stop" } | { type: "loop" };
+type ParentMessage = { type: "stop" } | { type: "loop" } | { type: "count" } | { type: "watch"; target: number };
 
 /** The host's main thread since it started, ms: running callbacks (active) or waiting for I/O (idle). */
 export interface LoopTime {
@@ -51,18 +55,18 @@ export type HostStarter = (consumed: (count: number) => void) => Promise<ServedH
 export function serveHost(start: HostStarter): void {
   const send = process.send?.bind(process);
   if (send === undefined) throw new Error("a bench host runs as a child of the bench (spawnHost); it needs an IPC channel");
-  // Batches settled in one turn of the event loop are reported together: one IPC message per
-  // batch cost celld's busy Node thread about 3% of its samples, a cost of the bench, not of a host.
-  let unreported: number | undefined;
-  const report = (): void => {
-    const count = unreported!;
-    unreported = undefined;
-    if (process.connected) send({ type: "consumed", count } satisfies ChildMessage);
+  let consumed = 0;
+  // Targets the parent waits for, in no order; few at a time (one per run).
+  let watches: number[] = [];
+  const reached = (target: number): void => {
+    if (process.connected) send({ type: "reached", target, at: process.hrtime.bigint().toString() } satisfies ChildMessage);
   };
   let served: ServedHost | undefined;
   const starting = start((count) => {
-    if (unreported === undefined) setImmediate(report);
-    unreported = (unreported ?? 0) + count;
+    consumed += count;
+    if (watches.length === 0 || !watches.some((t) => t <= consumed)) return;
+    for (const target of watches.filter((t) => t <= consumed)) reached(target);
+    watches = watches.filter((t) => t > consumed);
   });
   let stopping = false;
   const stop = (): void => {
@@ -81,6 +85,11 @@ export function serveHost(start: HostStarter): void {
   };
   process.on("message", (message: ParentMessage) => {
     if (message.type === "stop") stop();
+    if (message.type === "count" && process.connected) send({ type: "count", count: consumed } satisfies ChildMessage);
+    if (message.type === "watch") {
+      if (consumed >= message.target) reached(message.target);
+      else watches.push(message.target);
+    }
     if (message.type === "loop" && process.connected) {
       const { active, idle } = performance.eventLoopUtilization();
       send({ type: "loop", time: { active, idle, stages: served?.takeStages?.() } } satisfies ChildMessage);
@@ -115,9 +124,9 @@ export interface HostProcess {
   readonly directUrl: URL | undefined;
   /** The host's Node process (its workerd runs beneath it). */
   readonly pid: number;
-  /** Messages consumed (acked) since the host started. */
-  readonly consumed: number;
-  /** Resolves with performance.now() at the report that took the count to `target`. */
+  /** Messages consumed (acked) since the host started, as the host counts them now. */
+  consumedCount(): Promise<number>;
+  /** Resolves with the time (this process's performance.now()) the host's count reached `target`. */
   untilConsumed(target: number, timeoutMs: number): Promise<number>;
   /** The host process's event-loop time so far (Node's eventLoopUtilization). */
   loopTime(): Promise<LoopTime>;
@@ -160,10 +169,10 @@ export async function spawnHost(
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   void exited.then(() => live.delete(child));
 
-  let consumed = 0;
   let waiters: Waiter[] = [];
   // Answers come in the order asked: one channel, one thread answering.
   let loopAsks: Array<{ resolve: (time: LoopTime) => void; reject: (error: Error) => void }> = [];
+  let countAsks: Array<{ resolve: (count: number) => void; reject: (error: Error) => void }> = [];
   let directUrl: URL | undefined;
   const url = await new Promise<URL>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${startTimeoutMs} ms`)), startTimeoutMs);
@@ -177,11 +186,13 @@ export async function spawnHost(
         reject(new Error(`${name} failed to start:\n${message.message}`));
       } else if (message.type === "loop") {
         loopAsks.shift()?.resolve(message.time);
+      } else if (message.type === "count") {
+        countAsks.shift()?.resolve(message.count);
       } else {
-        consumed += message.count;
-        const at = performance.now();
-        const due = waiters.filter((w) => w.target <= consumed);
-        if (due.length > 0) waiters = waiters.filter((w) => w.target > consumed);
+        // The child's monotonic time, on this process's performance.now() scale.
+        const at = performance.now() - Number(process.hrtime.bigint() - BigInt(message.at)) / 1e6;
+        const due = waiters.filter((w) => w.target === message.target);
+        waiters = waiters.filter((w) => w.target !== message.target);
         for (const w of due) w.resolve(at);
       }
     });
@@ -199,20 +210,25 @@ export async function spawnHost(
   void exited.then(() => {
     gone = new Error(`${name}: its process ended (exit code ${child.exitCode}, signal ${child.signalCode})`);
     for (const w of waiters.splice(0)) w.reject(gone);
-    for (const ask of loopAsks) ask.reject(gone);
+    for (const ask of [...loopAsks, ...countAsks]) ask.reject(gone);
     loopAsks = [];
+    countAsks = [];
   });
 
+  const consumedCount = (): Promise<number> => {
+    if (gone !== undefined) return Promise.reject(gone);
+    return new Promise<number>((resolve, reject) => {
+      countAsks.push({ resolve, reject });
+      child.send({ type: "count" } satisfies ParentMessage);
+    });
+  };
   return {
     name,
     url,
     directUrl,
     pid: child.pid!,
-    get consumed() {
-      return consumed;
-    },
+    consumedCount,
     untilConsumed(target, timeoutMs) {
-      if (consumed >= target) return Promise.resolve(performance.now());
       if (gone !== undefined) return Promise.reject(gone);
       return new Promise<number>((resolve, reject) => {
         const waiter: Waiter = {
@@ -228,9 +244,11 @@ export async function spawnHost(
         };
         const timer = setTimeout(() => {
           waiters = waiters.filter((w) => w !== waiter);
-          reject(new Error(`${name}: ${consumed} of ${target} messages consumed after ${timeoutMs} ms`));
+          const fail = (count: string) => reject(new Error(`${name}: ${count} of ${target} messages consumed after ${timeoutMs} ms`));
+          consumedCount().then((count) => fail(String(count)), () => fail("an unknown number"));
         }, timeoutMs);
         waiters.push(waiter);
+        child.send({ type: "watch", target } satisfies ParentMessage);
       });
     },
     loopTime() {

@@ -85,7 +85,7 @@ export interface Throughput {
 /** `calls` requests to `path`, each sending `perCall` messages, `inFlight` requests at a time. */
 export async function endToEnd(d: Driver, path: string, calls: number, perCall: number, inFlight: number): Promise<Throughput> {
   const messages = calls * perCall;
-  const target = d.host.consumed + messages;
+  const target = (await d.host.consumedCount()) + messages;
   const resendsBefore = d.resends;
   d.firstReset = undefined;
   const loopBefore = await d.host.loopTime();

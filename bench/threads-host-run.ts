@@ -50,7 +50,7 @@ export async function measureHostRun(queues: number, cellThreads: number): Promi
 /** Every queue's request at once; resolves once the host reports every message acked. */
 async function pass(host: HostProcess, pool: Pool, queues: number, calls: number): Promise<{ seconds: number; endToEnd: number; sent: number }> {
   const messages = queues * calls * hostBatchMessages;
-  const target = host.consumed + messages;
+  const target = (await host.consumedCount()) + messages;
   const start = performance.now();
   await Promise.all(
     Array.from({ length: queues }, async (_, q) => {
