@@ -252,6 +252,25 @@ async function freshHostRound(system: System): Promise<RoundFigures> {
   }
 }
 
+/**
+ * The sequential goal against what the disk allows in the same run: the call celld would need for
+ * 2 times Miniflare's end-to-end rate (a sequential producer's rate is one over its call's time),
+ * beside Miniflare's own call plus one fdatasync alone, the least a durable call of the same work
+ * takes if the rest of it were as fast as Miniflare's in-memory path.
+ */
+function sequentialFloorLine(figures: Figures, flushes: readonly FlushLatency[]): string {
+  const med = (s: System, pick: (f: RoundFigures) => number): number => median(figures[s].map(pick));
+  const flushP50 = median(flushes.map((f) => f.p50));
+  const callFor = (rate: number): number => (perBatch * 1000) / rate;
+  const celldCall = callFor(med("celld", (f) => f.sequential.sent));
+  const neededCall = callFor(2 * med("miniflare", (f) => f.sequential.endToEnd));
+  const floorCall = callFor(med("miniflare", (f) => f.sequential.sent)) + flushP50;
+  return (
+    `    against the disk: for 2x Miniflare's rate celld's call may take ${ms(neededCall)}; Miniflare's own call plus one ` +
+    `fdatasync alone (p50 ${ms(flushP50)} this run) is ${ms(floorCall)}, celld's call ${ms(celldCall)} (${(celldCall / floorCall).toFixed(2)} of that)`
+  );
+}
+
 /** The medians over the rounds, each beside its baseline or target. */
 function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
   const lines: string[] = [];
@@ -310,6 +329,7 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
   const callMs = (s: System): string => ms((perBatch * 1000) / med(s, (f) => f.sequential.sent));
   log(`    one sendBatch(${perBatch}) as the Worker waits for it (first call to last answer / calls): celld ${callMs("celld")}, Miniflare ${callMs("miniflare")}`);
   log(stagesLine(figures.celld.map((f) => f.sequential), (perBatch * 1000) / med("celld", (f) => f.sequential.sent)));
+  log(sequentialFloorLine(figures, flushes));
   log(cpuLine(figures, (f) => f.sequential));
   log(
     ratioLine(
