@@ -252,19 +252,27 @@ async function freshHostRound(system: System): Promise<RoundFigures> {
   }
 }
 
+/** One system's figure, the median over the rounds. */
+function medianOf(figures: Figures, s: System, pick: (f: RoundFigures) => number): number {
+  return median(figures[s].map(pick));
+}
+
+/** One sequential sendBatch(perBatch) as the Worker waits for it, ms: a sequential producer's rate is one over it. */
+function sequentialCallMs(figures: Figures, s: System): number {
+  return (perBatch * 1000) / medianOf(figures, s, (f) => f.sequential.sent);
+}
+
 /**
  * The sequential goal against what the disk allows in the same run: the call celld would need for
- * 2 times Miniflare's end-to-end rate (a sequential producer's rate is one over its call's time),
- * beside Miniflare's own call plus one fdatasync alone, the least a durable call of the same work
- * takes if the rest of it were as fast as Miniflare's in-memory path.
+ * 2 times Miniflare's end-to-end rate, beside Miniflare's own call plus one fdatasync alone, the
+ * least a durable call of the same work takes if the rest of it were as fast as Miniflare's
+ * in-memory path.
  */
 function sequentialFloorLine(figures: Figures, flushes: readonly FlushLatency[]): string {
-  const med = (s: System, pick: (f: RoundFigures) => number): number => median(figures[s].map(pick));
   const flushP50 = median(flushes.map((f) => f.p50));
-  const callFor = (rate: number): number => (perBatch * 1000) / rate;
-  const celldCall = callFor(med("celld", (f) => f.sequential.sent));
-  const neededCall = callFor(2 * med("miniflare", (f) => f.sequential.endToEnd));
-  const floorCall = callFor(med("miniflare", (f) => f.sequential.sent)) + flushP50;
+  const celldCall = sequentialCallMs(figures, "celld");
+  const neededCall = (perBatch * 1000) / (2 * medianOf(figures, "miniflare", (f) => f.sequential.endToEnd));
+  const floorCall = sequentialCallMs(figures, "miniflare") + flushP50;
   return (
     `    against the disk: for 2x Miniflare's rate celld's call may take ${ms(neededCall)}; Miniflare's own call plus one ` +
     `fdatasync alone (p50 ${ms(flushP50)} this run) is ${ms(floorCall)}, celld's call ${ms(celldCall)} (${(celldCall / floorCall).toFixed(2)} of that)`
@@ -275,7 +283,7 @@ function sequentialFloorLine(figures: Figures, flushes: readonly FlushLatency[])
 function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
   const lines: string[] = [];
   const log = (line: string): void => void lines.push(line);
-  const med = (s: System, pick: (f: RoundFigures) => number): number => median(figures[s].map(pick));
+  const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
   log(
     ratioLine(
       `  end to end, sendBatch(${perBatch}) x ${messages / perBatch} calls (${batchProducers} in flight), ${fmt(messages)} msgs, ` +
@@ -326,9 +334,9 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
     ),
   );
   // The call's own time is what a sequential producer waits for; nothing hides it.
-  const callMs = (s: System): string => ms((perBatch * 1000) / med(s, (f) => f.sequential.sent));
+  const callMs = (s: System): string => ms(sequentialCallMs(figures, s));
   log(`    one sendBatch(${perBatch}) as the Worker waits for it (first call to last answer / calls): celld ${callMs("celld")}, Miniflare ${callMs("miniflare")}`);
-  log(stagesLine(figures.celld.map((f) => f.sequential), (perBatch * 1000) / med("celld", (f) => f.sequential.sent)));
+  log(stagesLine(figures.celld.map((f) => f.sequential), sequentialCallMs(figures, "celld")));
   log(sequentialFloorLine(figures, flushes));
   log(cpuLine(figures, (f) => f.sequential));
   log(
