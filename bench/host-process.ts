@@ -64,9 +64,10 @@ export function serveHost(start: HostStarter): void {
   let served: ServedHost | undefined;
   const starting = start((count) => {
     consumed += count;
-    if (watches.length === 0 || !watches.some((t) => t <= consumed)) return;
-    for (const target of watches.filter((t) => t <= consumed)) reached(target);
+    const due = watches.filter((t) => t <= consumed);
+    if (due.length === 0) return;
     watches = watches.filter((t) => t > consumed);
+    for (const target of due) reached(target);
   });
   let stopping = false;
   const stop = (): void => {
