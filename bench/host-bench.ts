@@ -281,6 +281,20 @@ function sequentialFloorLine(figures: Figures, flushes: readonly FlushLatency[])
 
 /** The medians over the rounds, each beside its baseline or target. */
 function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+  return [
+    ...concurrentProducerLines(figures),
+    ...producerLoopLines(figures, flushes),
+    ...pacedLines(figures, flushes),
+    frontDoorLine(figures.celld.flatMap((f) => (f.frontDoor === undefined ? [] : [f.frontDoor])), median),
+    ...resendLines(figures),
+  ];
+}
+
+/**
+ * The producers with calls in flight together (sendBatch() four at a time, warm and cold, and
+ * send() from concurrent requests): end to end against Miniflare, with the CPU each took.
+ */
+function concurrentProducerLines(figures: Figures): string[] {
   const lines: string[] = [];
   const log = (line: string): void => void lines.push(line);
   const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
@@ -324,6 +338,14 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
     ),
   );
   log(cpuLine(figures, (f) => f.single));
+  return lines;
+}
+
+/** The two producers that await each call: sendBatch() one after another, and waves of send(). */
+function producerLoopLines(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+  const lines: string[] = [];
+  const log = (line: string): void => void lines.push(line);
+  const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
   log(
     ratioLine(
       `  end to end, one request awaiting ${sequentialCalls} sendBatch(${perBatch}) calls one after another, ${fmt(messages)} msgs ` +
@@ -349,6 +371,14 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
     ),
   );
   log(cpuLine(figures, (f) => f.waves));
+  return lines;
+}
+
+/** send() at each offered rate, on both hosts, with the machine's floor and its other work. */
+function pacedLines(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+  const lines: string[] = [];
+  const log = (line: string): void => void lines.push(line);
+  const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
   pacedLoads.forEach((load, i) => {
     for (const s of systems) {
       const pick = (get: (l: LatencyFigures) => number) => med(s, (f) => get(f.latency[i]!));
@@ -383,7 +413,13 @@ function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
       for (const f of failed) log(`    ${s}: ${f.latency[i]!.failures} request(s) failed, first: ${f.latency[i]!.firstFailure}`);
     }
   });
-  log(frontDoorLine(figures.celld.flatMap((f) => (f.frontDoor === undefined ? [] : [f.frontDoor])), median));
+  return lines;
+}
+
+/** Requests sent again after a connection reset, round by round. */
+function resendLines(figures: Figures): string[] {
+  const lines: string[] = [];
+  const log = (line: string): void => void lines.push(line);
   for (const s of systems) {
     for (const [round, f] of figures[s].entries()) {
       const runs = [["sendBatch, cold", f.coldBatch], ["sendBatch, warm", f.batch], ["send()", f.single], ["sequential sendBatch", f.sequential], ["waves of send()", f.waves]] as const;
