@@ -262,29 +262,36 @@ function sequentialCallMs(figures: Figures, s: System): number {
   return (perBatch * 1000) / medianOf(figures, s, (f) => f.sequential.sent);
 }
 
+/** One fdatasync alone on the data directory's disk, the medians of the runs' p50 and p99. */
+interface DiskFlushes {
+  p50: number;
+  p99: number;
+  runs: number;
+}
+
 /**
  * The sequential goal against what the disk allows in the same run: the call celld would need for
  * 2 times Miniflare's end-to-end rate, beside Miniflare's own call plus one fdatasync alone, the
  * least a durable call of the same work takes if the rest of it were as fast as Miniflare's
  * in-memory path.
  */
-function sequentialFloorLine(figures: Figures, flushes: readonly FlushLatency[]): string {
-  const flushP50 = median(flushes.map((f) => f.p50));
+function sequentialFloorLine(figures: Figures, disk: DiskFlushes): string {
   const celldCall = sequentialCallMs(figures, "celld");
   const neededCall = (perBatch * 1000) / (2 * medianOf(figures, "miniflare", (f) => f.sequential.endToEnd));
-  const floorCall = sequentialCallMs(figures, "miniflare") + flushP50;
+  const floorCall = sequentialCallMs(figures, "miniflare") + disk.p50;
   return (
     `    against the disk: for 2x Miniflare's rate celld's call may take ${ms(neededCall)}; Miniflare's own call plus one ` +
-    `fdatasync alone (p50 ${ms(flushP50)} this run) is ${ms(floorCall)}, celld's call ${ms(celldCall)} (${(celldCall / floorCall).toFixed(2)} of that)`
+    `fdatasync alone (p50 ${ms(disk.p50)} this run) is ${ms(floorCall)}, celld's call ${ms(celldCall)} (${(celldCall / floorCall).toFixed(2)} of that)`
   );
 }
 
 /** The medians over the rounds, each beside its baseline or target. */
 function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+  const disk: DiskFlushes = { p50: median(flushes.map((f) => f.p50)), p99: median(flushes.map((f) => f.p99)), runs: flushes.length };
   return [
     ...concurrentProducerLines(figures),
-    ...producerLoopLines(figures, flushes),
-    ...pacedLines(figures, flushes),
+    ...producerLoopLines(figures, disk),
+    ...pacedLines(figures, disk),
     frontDoorLine(figures.celld.flatMap((f) => (f.frontDoor === undefined ? [] : [f.frontDoor])), median),
     ...resendLines(figures),
   ];
@@ -342,7 +349,7 @@ function concurrentProducerLines(figures: Figures): string[] {
 }
 
 /** The two producers that await each call: sendBatch() one after another, and waves of send(). */
-function producerLoopLines(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+function producerLoopLines(figures: Figures, disk: DiskFlushes): string[] {
   const lines: string[] = [];
   const log = (line: string): void => void lines.push(line);
   const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
@@ -359,7 +366,7 @@ function producerLoopLines(figures: Figures, flushes: readonly FlushLatency[]): 
   const callMs = (s: System): string => ms(sequentialCallMs(figures, s));
   log(`    one sendBatch(${perBatch}) as the Worker waits for it (first call to last answer / calls): celld ${callMs("celld")}, Miniflare ${callMs("miniflare")}`);
   log(stagesLine(figures.celld.map((f) => f.sequential), sequentialCallMs(figures, "celld")));
-  log(sequentialFloorLine(figures, flushes));
+  log(sequentialFloorLine(figures, disk));
   log(cpuLine(figures, (f) => f.sequential));
   log(
     ratioLine(
@@ -375,7 +382,7 @@ function producerLoopLines(figures: Figures, flushes: readonly FlushLatency[]): 
 }
 
 /** send() at each offered rate, on both hosts, with the machine's floor and its other work. */
-function pacedLines(figures: Figures, flushes: readonly FlushLatency[]): string[] {
+function pacedLines(figures: Figures, disk: DiskFlushes): string[] {
   const lines: string[] = [];
   const log = (line: string): void => void lines.push(line);
   const med = (s: System, pick: (f: RoundFigures) => number): number => medianOf(figures, s, pick);
@@ -400,11 +407,9 @@ function pacedLines(figures: Figures, flushes: readonly FlushLatency[]): string[
       if (s === "celld") {
         // A durable send cannot answer before its flush: an empty request plus one fdatasync is
         // the least a send can take on this machine, whatever the host does.
-        const flushP50 = median(flushes.map((f) => f.p50));
-        const flushP99 = median(flushes.map((f) => f.p99));
         log(
-          `    floor on this machine: one fdatasync of the data directory's disk p50 ${ms(flushP50)}, p99 ${ms(flushP99)} ` +
-            `(alone, ${flushes.length} x 300 samples); empty request + fdatasync p50 ${ms(emptyP50 + flushP50)}`,
+          `    floor on this machine: one fdatasync of the data directory's disk p50 ${ms(disk.p50)}, p99 ${ms(disk.p99)} ` +
+            `(alone, ${disk.runs} x 300 samples); empty request + fdatasync p50 ${ms(emptyP50 + disk.p50)}`,
         );
       }
       const machineLine = otherWorkLine(figures[s].map((f) => f.latency[i]!.machine), load.sendMs);
