@@ -13,6 +13,8 @@ import { percentile } from "./host-workloads.ts";
 export interface FlushLatency {
   p50: number;
   p99: number;
+  /** How many flushes the percentiles are of. */
+  samples: number;
 }
 
 export function diskFlushLatency(samples = 300): FlushLatency {
@@ -31,5 +33,5 @@ export function diskFlushLatency(samples = 300): FlushLatency {
     closeSync(fd);
     rmSync(dir, { recursive: true, force: true });
   }
-  return { p50: percentile(ms, 50), p99: percentile(ms, 99) };
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99), samples };
 }

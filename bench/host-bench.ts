@@ -267,6 +267,7 @@ interface DiskFlushes {
   p50: number;
   p99: number;
   runs: number;
+  samplesPerRun: number;
 }
 
 /**
@@ -287,7 +288,12 @@ function sequentialFloorLine(figures: Figures, disk: DiskFlushes): string {
 
 /** The medians over the rounds, each beside its baseline or target. */
 function summary(figures: Figures, flushes: readonly FlushLatency[]): string[] {
-  const disk: DiskFlushes = { p50: median(flushes.map((f) => f.p50)), p99: median(flushes.map((f) => f.p99)), runs: flushes.length };
+  const disk: DiskFlushes = {
+    p50: median(flushes.map((f) => f.p50)),
+    p99: median(flushes.map((f) => f.p99)),
+    runs: flushes.length,
+    samplesPerRun: flushes[0]?.samples ?? 0,
+  };
   return [
     ...concurrentProducerLines(figures),
     ...producerLoopLines(figures, disk),
@@ -409,7 +415,7 @@ function pacedLines(figures: Figures, disk: DiskFlushes): string[] {
         // the least a send can take on this machine, whatever the host does.
         log(
           `    floor on this machine: one fdatasync of the data directory's disk p50 ${ms(disk.p50)}, p99 ${ms(disk.p99)} ` +
-            `(alone, ${disk.runs} x 300 samples); empty request + fdatasync p50 ${ms(emptyP50 + disk.p50)}`,
+            `(alone, ${disk.runs} x ${disk.samplesPerRun} samples); empty request + fdatasync p50 ${ms(emptyP50 + disk.p50)}`,
         );
       }
       const machineLine = otherWorkLine(figures[s].map((f) => f.latency[i]!.machine), load.sendMs);
